@@ -1,0 +1,154 @@
+//! Files in the graveyard: atomic writes that never follow a symlink, reads that never
+//! follow one either, and the tombstone lookup that turns a file into a `DepState`.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::tombstone::{DecodeError, Tombstone};
+
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    let seq = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(".{name}.tmp.{}.{seq}", std::process::id()))
+}
+
+/// Writes `dir/name` atomically: a new temp file in `dir` (O_EXCL|O_NOFOLLOW), write,
+/// fsync, chmod, rename over the target. rename(2) replaces a symlink at the target rather
+/// than following it, and readers see either the old or the new content, never a mix.
+pub fn atomic_write(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let tmp = temp_path(dir, name);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc_o_nofollow())
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        f.sync_all()?;
+        fs::rename(&tmp, dir.join(name))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Copies a file atomically into `dir/name` with `mode` (used by `sexton install`).
+pub fn atomic_copy(src: &Path, dir: &Path, name: &str, mode: u32) -> io::Result<u64> {
+    let tmp = temp_path(dir, name);
+    let result = (|| {
+        let mut input = File::open(src)?;
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc_o_nofollow())
+            .open(&tmp)?;
+        let n = io::copy(&mut input, &mut out)?;
+        out.set_permissions(fs::Permissions::from_mode(mode))?;
+        out.sync_all()?;
+        fs::rename(&tmp, dir.join(name))?;
+        Ok(n)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn libc_o_nofollow() -> i32 {
+    nix::fcntl::OFlag::O_NOFOLLOW.bits()
+}
+
+/// Reads a file without following a symlink at its last component.
+pub fn read_nofollow(path: &Path) -> io::Result<Vec<u8>> {
+    let mut f = OpenOptions::new().read(true).custom_flags(libc_o_nofollow()).open(path)?;
+    let mut buf = Vec::with_capacity(256);
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// What a tombstone file holds right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    Absent,
+    Found(Tombstone),
+    /// Exists but cannot be used yet; the string says why (for a log line).
+    Bad(String),
+}
+
+pub fn read_tombstone(graveyard: &Path, name: &str) -> Lookup {
+    match read_nofollow(&graveyard.join(name)) {
+        Ok(bytes) => match Tombstone::decode(&bytes) {
+            Ok(t) => Lookup::Found(t),
+            Err(DecodeError::Empty) => Lookup::Bad("empty file".into()),
+            Err(e) => Lookup::Bad(e.to_string()),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Lookup::Absent,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            Lookup::Bad("is a symlink; not followed".into())
+        }
+        Err(e) => Lookup::Bad(format!("cannot read: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sexton-fsutil-{}-{}", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn atomic_write_replaces_symlink_without_following() {
+        let d = tempdir();
+        let victim = d.join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        std::os::unix::fs::symlink(&victim, d.join("main")).unwrap();
+        atomic_write(&d, "main", b"{}\n", 0o644).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert!(!fs::symlink_metadata(d.join("main")).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read(d.join("main")).unwrap(), b"{}\n");
+        // no temp files left behind
+        let names: Vec<_> = fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn read_tombstone_states() {
+        let d = tempdir();
+        assert_eq!(read_tombstone(&d, "x"), Lookup::Absent);
+        fs::write(d.join("x"), b"").unwrap();
+        assert!(matches!(read_tombstone(&d, "x"), Lookup::Bad(m) if m.contains("empty")));
+        fs::write(d.join("x"), b"{\"Died\":").unwrap();
+        assert!(matches!(read_tombstone(&d, "x"), Lookup::Bad(_)));
+        fs::write(d.join("x"), b"{\"Died\":\"2020-04-28T10:41:47Z\",\"ExitCode\":4}").unwrap();
+        assert!(matches!(read_tombstone(&d, "x"), Lookup::Found(t) if t.exit_code == Some(4)));
+        fs::write(d.join("target"), b"{\"Died\":\"2020-04-28T10:41:47Z\"}").unwrap();
+        std::os::unix::fs::symlink(d.join("target"), d.join("link")).unwrap();
+        assert!(matches!(read_tombstone(&d, "link"), Lookup::Bad(m) if m.contains("symlink")));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn atomic_copy_mode() {
+        let d = tempdir();
+        fs::write(d.join("src"), b"binary").unwrap();
+        let out = d.join("out");
+        fs::create_dir(&out).unwrap();
+        assert_eq!(atomic_copy(&d.join("src"), &out, "sexton", 0o755).unwrap(), 6);
+        let m = fs::metadata(out.join("sexton")).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o755);
+        fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,13 @@
+//! sexton: a kubexit-compatible supervisor that ends sidecars when the containers they
+//! depend on exit. Layers: a pure core (`config`, `tombstone`, `core`), OS glue
+//! (`fsutil`, `process`, `watch`, `supervisor`) and the CLI (`cli`).
+
+pub mod cli;
+pub mod config;
+pub mod core;
+pub mod fsutil;
+pub mod logging;
+pub mod process;
+pub mod supervisor;
+pub mod tombstone;
+pub mod watch;

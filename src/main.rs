@@ -1,0 +1,3 @@
+fn main() {
+    std::process::exit(sexton::cli::main(std::env::args_os().collect()));
+}
