@@ -52,7 +52,6 @@ fn supervisor_command() -> Command {
             .help("The command to supervise and its arguments")
             .num_args(1..)
             .trailing_var_arg(true)
-            .allow_hyphen_values(true)
             .value_parser(value_parser!(OsString)),
     )
 }
