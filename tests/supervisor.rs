@@ -433,3 +433,50 @@ fn help_version_and_install() {
     let out = std::process::Command::new(SEXTON).arg("install").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // fields 14 and 15 of stat (utime, stime) are at 11 and 12 after "state"
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn idle_supervision_does_not_spin_when_dependency_tombstone_is_read() {
+    // Regression: notify subscribes to IN_OPEN; re-reading a tombstone on its own open
+    // event was a busy loop. Over a one-second window the wrapper must use (almost) no CPU
+    // even while other processes keep reading the dependency's tombstone.
+    let pod = Pod::new("idle");
+    pod.write_tombstone("main", "{\"Born\":\"2026-01-01T00:00:00Z\",\"Ready\":\"2026-01-01T00:00:00Z\"}\n");
+    let mut c = pod.container("sidecar", &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_WATCH", "inotify")], &["sleep", "100"]);
+    pod.wait_born("sidecar");
+    let pid = c.sexton_pid();
+    for _ in 0..20 {
+        let _ = fs::read(pod.tombstone_path("main")).unwrap();
+    }
+    let before = cpu_ticks(pid);
+    let end = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < end {
+        let _ = fs::read(pod.tombstone_path("main")).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let used = cpu_ticks(pid) - before;
+    assert!(used <= 5, "wrapper used {used} clock ticks in 1s of idle supervision");
+    assert!(c.is_running());
+}
+
+#[test]
+fn binary_is_static() {
+    // No PT_INTERP program header: the kernel runs it without a dynamic loader, so it
+    // works in FROM-scratch images and when copied into any app image.
+    let elf = fs::read(SEXTON).unwrap();
+    assert_eq!(&elf[..4], b"\x7fELF");
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    let types: Vec<u32> = (0..phnum)
+        .map(|i| u32::from_le_bytes(elf[phoff + i * phentsize..][..4].try_into().unwrap()))
+        .collect();
+    assert!(!types.contains(&3), "PT_INTERP present: dynamically linked");
+}
