@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
+pub use crate::probe::{HttpUrl, Probe};
+
 /// One setting: a flag and the environment variable that mirrors it. Flags win.
 #[derive(Debug)]
 pub struct Setting {
@@ -107,6 +109,70 @@ pub const SETTINGS: &[Setting] = &[
         help: "Which deaths of a death dependency stop the child: `any`, or only `success` (exit code 0; use with restartPolicy OnFailure, where a failed main is restarted).",
     },
     Setting {
+        id: "watch",
+        flag: "watch",
+        env: "KUBEXIT_WATCH",
+        default: Some("auto"),
+        value_name: "auto|inotify|poll",
+        help: "How the graveyard is watched: `inotify` (events only: zero idle cost), `poll` (re-read every poll interval), or `auto`: inotify plus a poll every interval as a safety net (some sandboxes, e.g. gVisor, deliver no inotify events across containers), falling back to poll if inotify cannot be set up.",
+    },
+    Setting {
+        id: "poll_interval",
+        flag: "poll-interval",
+        env: "KUBEXIT_POLL_INTERVAL",
+        default: Some("1s"),
+        value_name: "DURATION",
+        help: "Interval of the graveyard poll (modes `poll` and `auto`); at least 10ms.",
+    },
+    Setting {
+        id: "ready_probe",
+        flag: "ready-probe",
+        env: "KUBEXIT_READY_PROBE",
+        default: Some(""),
+        value_name: "PROBE",
+        help: "When this container counts as ready (its tombstone's `Ready`): immediately when unset; or when a check of the child succeeds: `tcp://HOST:PORT` (connect), `http://HOST:PORT/PATH` (GET returns 2xx), `file:///PATH` (file exists).",
+    },
+    Setting {
+        id: "ready_interval",
+        flag: "ready-interval",
+        env: "KUBEXIT_READY_INTERVAL",
+        default: Some("100ms"),
+        value_name: "DURATION",
+        help: "Interval between readiness checks.",
+    },
+    Setting {
+        id: "ready_timeout",
+        flag: "ready-timeout",
+        env: "KUBEXIT_READY_TIMEOUT",
+        default: Some("1s"),
+        value_name: "DURATION",
+        help: "Time limit of one readiness check (connect, request and response).",
+    },
+    Setting {
+        id: "shutdown_hooks",
+        flag: "shutdown-hooks",
+        env: "KUBEXIT_SHUTDOWN_HOOKS",
+        default: Some(""),
+        value_name: "URLS",
+        help: "Comma list of http:// URLs to POST to after the child exits, e.g. Istio's http://127.0.0.1:15020/quitquitquit or Linkerd's http://127.0.0.1:4191/shutdown. Failures are logged and never change the exit code.",
+    },
+    Setting {
+        id: "shutdown_hook_timeout",
+        flag: "shutdown-hook-timeout",
+        env: "KUBEXIT_SHUTDOWN_HOOK_TIMEOUT",
+        default: Some("2s"),
+        value_name: "DURATION",
+        help: "Time budget of each shutdown hook, retries included.",
+    },
+    Setting {
+        id: "shutdown_hooks_allow_remote",
+        flag: "shutdown-hooks-allow-remote",
+        env: "KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE",
+        default: Some("false"),
+        value_name: "BOOL",
+        help: "Allow shutdown hooks to non-loopback hosts (refused by default: these endpoints are local-only by design).",
+    },
+    Setting {
         id: "log_format",
         flag: "log-format",
         env: "KUBEXIT_LOG_FORMAT",
@@ -159,6 +225,23 @@ pub enum DeathTrigger {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchMode {
+    Auto,
+    Inotify,
+    Poll,
+}
+
+impl WatchMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchMode::Auto => "auto",
+            WatchMode::Inotify => "inotify",
+            WatchMode::Poll => "poll",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
     Text,
     Json,
@@ -177,6 +260,13 @@ pub struct Config {
     pub signal_group: bool,
     pub dep_exit_code: DepExitCode,
     pub death_trigger: DeathTrigger,
+    pub watch: WatchMode,
+    pub poll_interval: Duration,
+    pub ready_probe: Option<Probe>,
+    pub ready_interval: Duration,
+    pub ready_timeout: Duration,
+    pub shutdown_hooks: Vec<HttpUrl>,
+    pub shutdown_hook_timeout: Duration,
     pub log_format: LogFormat,
     pub log_level: tracing::Level,
     pub command: Vec<OsString>,
@@ -272,6 +362,56 @@ impl Config {
             _ => return Err(err(s, &raw, "expected `any` or `success`".into())),
         };
 
+        let (raw, s) = get("watch");
+        let watch = match raw.value.trim().to_ascii_lowercase().as_str() {
+            "auto" => WatchMode::Auto,
+            "inotify" => WatchMode::Inotify,
+            "poll" => WatchMode::Poll,
+            _ => return Err(err(s, &raw, "expected `auto`, `inotify` or `poll`".into())),
+        };
+        let (raw, s) = get("poll_interval");
+        let poll_interval = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
+        if poll_interval < Duration::from_millis(10) {
+            return Err(err(s, &raw, "must be at least 10ms".into()));
+        }
+
+        let (raw, s) = get("ready_probe");
+        let ready_probe = if raw.value.trim().is_empty() {
+            None
+        } else {
+            Some(Probe::parse(raw.value.trim()).map_err(|p| err(s, &raw, p))?)
+        };
+        let (raw, s) = get("ready_interval");
+        let ready_interval = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
+        if ready_interval < Duration::from_millis(10) {
+            return Err(err(s, &raw, "must be at least 10ms".into()));
+        }
+        let (raw, s) = get("ready_timeout");
+        let ready_timeout = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
+        if ready_timeout.is_zero() {
+            return Err(err(s, &raw, "must be more than 0".into()));
+        }
+
+        let (raw_remote, s_remote) = get("shutdown_hooks_allow_remote");
+        let allow_remote = parse_bool(&raw_remote.value).map_err(|p| err(s_remote, &raw_remote, p))?;
+        let (raw, s) = get("shutdown_hooks");
+        let mut shutdown_hooks = vec![];
+        for item in raw.value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let url = HttpUrl::parse(item).map_err(|p| err(s, &raw, format!("{item:?}: {p}")))?;
+            if !allow_remote && !url.is_loopback() {
+                return Err(err(s, &raw, format!(
+                    "{item:?} is not a loopback address; shutdown endpoints are local-only by design (set {}=true to allow it)",
+                    s_remote.env
+                )));
+            }
+            shutdown_hooks.push(url);
+        }
+        let (raw, s) = get("shutdown_hook_timeout");
+        let shutdown_hook_timeout = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
+        if shutdown_hook_timeout.is_zero() {
+            return Err(err(s, &raw, "must be more than 0".into()));
+        }
+
         let (raw, s) = get("log_format");
         let log_format = match raw.value.trim().to_ascii_lowercase().as_str() {
             "text" => LogFormat::Text,
@@ -309,6 +449,13 @@ impl Config {
             signal_group,
             dep_exit_code,
             death_trigger,
+            watch,
+            poll_interval,
+            ready_probe,
+            ready_interval,
+            ready_timeout,
+            shutdown_hooks,
+            shutdown_hook_timeout,
             log_format,
             log_level,
             command,
@@ -596,6 +743,15 @@ mod tests {
             (&[("name", "a"), ("dep_exit_code", "one")], &["x"], "invalid KUBEXIT_DEP_EXIT_CODE"),
             (&[("name", "a"), ("death_trigger", "fail")], &["x"], "invalid KUBEXIT_DEATH_TRIGGER"),
             (&[("name", "a"), ("log_format", "xml")], &["x"], "invalid KUBEXIT_LOG_FORMAT"),
+            (&[("name", "a"), ("watch", "fanotify")], &["x"], "invalid KUBEXIT_WATCH=\"fanotify\""),
+            (&[("name", "a"), ("poll_interval", "1ms")], &["x"], "invalid KUBEXIT_POLL_INTERVAL=\"1ms\": must be at least 10ms"),
+            (&[("name", "a"), ("ready_probe", "udp://1.2.3.4:5")], &["x"], "invalid KUBEXIT_READY_PROBE=\"udp://1.2.3.4:5\""),
+            (&[("name", "a"), ("ready_probe", "tcp://127.0.0.1")], &["x"], "port"),
+            (&[("name", "a"), ("ready_probe", "file://relative")], &["x"], "absolute"),
+            (&[("name", "a"), ("ready_timeout", "0")], &["x"], "invalid KUBEXIT_READY_TIMEOUT"),
+            (&[("name", "a"), ("shutdown_hooks", "http://10.1.2.3:15020/quitquitquit")], &["x"], "is not a loopback address"),
+            (&[("name", "a"), ("shutdown_hooks", "https://127.0.0.1/x")], &["x"], "invalid KUBEXIT_SHUTDOWN_HOOKS"),
+            (&[("name", "a"), ("shutdown_hooks_allow_remote", "sure")], &["x"], "invalid KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE"),
             (&[("name", "a"), ("log_level", "loud")], &["x"], "invalid KUBEXIT_LOG_LEVEL=\"loud\""),
             (&[("name", "a"), ("graveyard", "")], &["x"], "invalid KUBEXIT_GRAVEYARD"),
             (&[("name", "a")], &[], "COMMAND: no command given"),
@@ -606,6 +762,33 @@ mod tests {
             assert!(e.contains(want), "{pairs:?}: got {e:?}, want {want:?}");
             assert!(!e.contains('\n'), "one line: {e:?}");
         }
+    }
+
+    #[test]
+    fn probes_and_hooks() {
+        let c = cfg(
+            &[
+                ("name", "a"),
+                ("watch", "poll"),
+                ("poll_interval", "50ms"),
+                ("ready_probe", "http://localhost:15021/healthz/ready"),
+                ("shutdown_hooks", "http://127.0.0.1:15020/quitquitquit, http://[::1]:4191/shutdown"),
+            ],
+            &["x"],
+        )
+        .unwrap();
+        assert_eq!(c.watch, WatchMode::Poll);
+        assert_eq!(c.poll_interval, Duration::from_millis(50));
+        assert!(matches!(&c.ready_probe, Some(Probe::Http(u)) if u.port == 15021 && u.path == "/healthz/ready"));
+        assert_eq!(c.shutdown_hooks.len(), 2);
+        let c = cfg(
+            &[("name", "a"), ("shutdown_hooks", "http://proxy.internal:8080/stop"), ("shutdown_hooks_allow_remote", "true")],
+            &["x"],
+        )
+        .unwrap();
+        assert_eq!(c.shutdown_hooks[0].host, "proxy.internal");
+        let d = cfg(&[("name", "a")], &["x"]).unwrap();
+        assert_eq!((d.watch, d.poll_interval, d.ready_probe.is_none()), (WatchMode::Auto, Duration::from_secs(1), true));
     }
 
     #[test]

@@ -6,6 +6,10 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 
 use crate::tombstone::{DecodeError, Tombstone};
 
@@ -98,6 +102,71 @@ pub fn read_tombstone(graveyard: &Path, name: &str) -> Lookup {
     }
 }
 
+/// The lock file a supervisor holds for its whole life: `GRAVEYARD/.NAME.lock`. The dot
+/// keeps it apart from tombstones (container names cannot start with a dot).
+pub fn lock_file_name(name: &str) -> String {
+    format!(".{name}.lock")
+}
+
+/// The container a graveyard file belongs to: `main` for `main` and for `.main.lock`.
+pub fn owner_of(file_name: &str) -> &str {
+    file_name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".lock"))
+        .unwrap_or(file_name)
+}
+
+/// Takes this container's lock (exclusive flock), retrying for up to `wait` (a peer's
+/// probe holds it shared for an instant). `Ok(None)`: someone else holds it for longer,
+/// i.e. another live container uses the same name.
+pub fn acquire_lock(graveyard: &Path, name: &str, wait: Duration) -> io::Result<Option<Flock<File>>> {
+    let path = graveyard.join(lock_file_name(name));
+    let deadline = Instant::now() + wait;
+    loop {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .custom_flags(libc_o_nofollow())
+            .open(&path)?;
+        match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(Some(lock)),
+            Err((_, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, e)) => return Err(io::Error::from(e)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockState {
+    /// Its supervisor is alive.
+    Held,
+    /// Nobody holds it: its supervisor is gone.
+    Free,
+    /// No lock file (not started, or a kubexit container): cannot tell.
+    Missing,
+}
+
+/// Probes a peer's lock without disturbing it: a shared, non-blocking flock on a read-only
+/// descriptor, released at once (read-only, so closing it raises no IN_CLOSE_WRITE).
+pub fn lock_state(graveyard: &Path, name: &str) -> LockState {
+    let path = graveyard.join(lock_file_name(name));
+    let f = match OpenOptions::new().read(true).custom_flags(libc_o_nofollow()).open(&path) {
+        Ok(f) => f,
+        Err(_) => return LockState::Missing,
+    };
+    match Flock::lock(f, FlockArg::LockSharedNonblock) {
+        Ok(_held_for_an_instant) => LockState::Free,
+        Err((_, Errno::EWOULDBLOCK)) => LockState::Held,
+        Err(_) => LockState::Missing,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +206,22 @@ mod tests {
         fs::write(d.join("target"), b"{\"Died\":\"2020-04-28T10:41:47Z\"}").unwrap();
         std::os::unix::fs::symlink(d.join("target"), d.join("link")).unwrap();
         assert!(matches!(read_tombstone(&d, "link"), Lookup::Bad(m) if m.contains("symlink")));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn locks() {
+        let d = tempdir();
+        assert_eq!(lock_state(&d, "main"), LockState::Missing);
+        let held = acquire_lock(&d, "main", Duration::ZERO).unwrap().expect("free");
+        assert_eq!(lock_state(&d, "main"), LockState::Held);
+        // a second holder (another open file description) cannot take it
+        assert!(acquire_lock(&d, "main", Duration::from_millis(30)).unwrap().is_none());
+        drop(held);
+        assert_eq!(lock_state(&d, "main"), LockState::Free);
+        assert_eq!(owner_of(".main.lock"), "main");
+        assert_eq!(owner_of("main"), "main");
+        assert_eq!(owner_of(".main.tmp.1.2"), ".main.tmp.1.2");
         fs::remove_dir_all(&d).unwrap();
     }
 

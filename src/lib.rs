@@ -7,6 +7,7 @@ pub mod config;
 pub mod core;
 pub mod fsutil;
 pub mod logging;
+pub mod probe;
 pub mod process;
 pub mod supervisor;
 pub mod tombstone;

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -12,9 +14,9 @@ use nix::sys::signal::Signal;
 use signal_hook::iterator::Signals;
 use tracing::{debug, error, info, warn};
 
-use crate::config::{Config, format_go_duration};
+use crate::config::{Config, DeathTrigger, WatchMode, format_go_duration};
 use crate::core::{Action, Core, DepState, FORWARDED, Outcome, Policy};
-use crate::fsutil::{self, Lookup};
+use crate::fsutil::{self, LockState, Lookup};
 use crate::process::{self, Child};
 use crate::tombstone::Tombstone;
 
@@ -27,14 +29,17 @@ pub enum Event {
     /// The watcher lost events (queue overflow): re-read every dependency.
     Rescan,
     WatchError(String),
+    /// The readiness probe of the child succeeded.
+    Ready,
 }
 
 /// Error before anything was started: exit 2 with this message.
 #[derive(Debug)]
 pub struct SetupError(pub String);
 
-/// How often the graveyard is re-read when inotify is not available.
-const POLL_FALLBACK: Duration = Duration::from_millis(500);
+/// How long to wait for our own lock before concluding that another live container uses
+/// the same name (a peer's probe holds it only for an instant).
+const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 pub struct Supervisor {
     cfg: Config,
@@ -44,6 +49,8 @@ pub struct Supervisor {
     /// Last "unreadable" message logged per dependency, so each is logged once.
     bad: HashMap<String, String>,
     poll: Option<Duration>,
+    tx: mpsc::Sender<Event>,
+    probe_stop: Arc<AtomicBool>,
 }
 
 /// Installs signal handling, sets up the graveyard and its watch, then supervises until
@@ -89,21 +96,58 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         )));
     }
 
-    // Watch first, then scan: a death between the two is seen by the watch, a death
-    // before both by the scan (kubexit bug #8 lost it).
-    let mut poll = None;
-    let _watcher = match crate::watch::watch(&cfg.graveyard, tx.clone()) {
-        Ok(w) => Some(w),
+    // Our lock, held until we die however we die (even SIGKILL: the kernel releases it),
+    // taken before `Born` is written so that peers never see a born container without it.
+    let _lock = match fsutil::acquire_lock(&cfg.graveyard, &cfg.name, LOCK_WAIT) {
+        Ok(Some(l)) => l,
+        Ok(None) => {
+            return Err(SetupError(format!(
+                "invalid KUBEXIT_NAME={:?}: the lock {} is held by another live container; each container of a pod needs its own name",
+                cfg.name,
+                cfg.graveyard.join(fsutil::lock_file_name(&cfg.name)).display()
+            )));
+        }
         Err(e) => {
-            warn!(
-                "cannot watch {} with inotify ({e}); polling every {}",
-                cfg.graveyard.display(),
-                format_go_duration(POLL_FALLBACK)
-            );
-            poll = Some(POLL_FALLBACK);
-            None
+            return Err(SetupError(format!(
+                "invalid KUBEXIT_GRAVEYARD={:?}: cannot create the lock file: {e}",
+                cfg.graveyard.display()
+            )));
         }
     };
+
+    // Watch first, then scan: a death between the two is seen by the watch, a death
+    // before both by the scan (kubexit bug #8 lost it).
+    let (watcher, poll) = match cfg.watch {
+        WatchMode::Poll => (None, Some(cfg.poll_interval)),
+        WatchMode::Inotify => match crate::watch::watch(&cfg.graveyard, tx.clone()) {
+            Ok(w) => (Some(w), None),
+            Err(e) => {
+                return Err(SetupError(format!(
+                    "KUBEXIT_WATCH=inotify: cannot watch {} with inotify: {e} (use KUBEXIT_WATCH=auto or poll)",
+                    cfg.graveyard.display()
+                )));
+            }
+        },
+        // inotify, plus a poll as a safety net: some sandboxes accept the watch and then
+        // deliver nothing for writes made by other containers.
+        WatchMode::Auto => match crate::watch::watch(&cfg.graveyard, tx.clone()) {
+            Ok(w) => (Some(w), Some(cfg.poll_interval)),
+            Err(e) => {
+                warn!(
+                    "cannot watch {} with inotify ({e}); polling every {} instead",
+                    cfg.graveyard.display(),
+                    format_go_duration(cfg.poll_interval)
+                );
+                (None, Some(cfg.poll_interval))
+            }
+        },
+    };
+    info!(
+        mode = cfg.watch.as_str(),
+        inotify = watcher.is_some(),
+        poll = %poll.map(format_go_duration).unwrap_or_else(|| "off".into()),
+        "watching the graveyard"
+    );
 
     let mut sup = Supervisor {
         core: Core::new(Policy::from_config(&cfg)),
@@ -112,6 +156,8 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         tombstone: Tombstone::default(),
         bad: HashMap::new(),
         poll,
+        tx: tx.clone(),
+        probe_stop: Arc::new(AtomicBool::new(false)),
     };
     let code = sup.run_loop(&rx);
     drop(tx);
@@ -170,6 +216,10 @@ impl Supervisor {
                     warn!("graveyard watch error: {e}; re-reading dependencies");
                     self.rescan(now)
                 }
+                Some(Event::Ready) => {
+                    self.on_ready();
+                    vec![]
+                }
                 None => {
                     let mut a = self.core.tick(now);
                     if let Some(p) = self.poll {
@@ -203,7 +253,9 @@ impl Supervisor {
         self.core.on_signal(sig, now)
     }
 
-    fn on_changed(&mut self, name: &str, now: Instant) -> Vec<Action> {
+    fn on_changed(&mut self, file: &str, now: Instant) -> Vec<Action> {
+        // a tombstone, or a lock file whose holder may just have died
+        let name = fsutil::owner_of(file);
         if !self.core.watched().iter().any(|d| d == name) {
             return vec![];
         }
@@ -221,10 +273,66 @@ impl Supervisor {
     }
 
     fn observe(&mut self, name: &str, state: DepState, now: Instant) -> Vec<Action> {
-        if self.core.dep_state(name) != &state {
+        let changed = self.core.dep_state(name) != &state;
+        if changed {
             debug!(dep = name, state = ?state, "dependency state");
         }
-        self.core.on_dep(name, state, now)
+        let actions = self.core.on_dep(name, state.clone(), now);
+        if changed
+            && actions.is_empty()
+            && self.cfg.death_trigger == DeathTrigger::Success
+            && self.cfg.death_deps.iter().any(|d| d == name)
+        {
+            if let DepState::Dead { exit_code } = state {
+                info!(
+                    dep = name,
+                    "death dependency {name:?} died with exit code {}; not stopping the child (KUBEXIT_DEATH_TRIGGER=success: it may be restarted)",
+                    exit_code.map_or("unknown".to_string(), |c| c.to_string())
+                );
+            }
+        }
+        actions
+    }
+
+    /// The readiness probe succeeded: record `Ready`.
+    fn on_ready(&mut self) {
+        if self.child.is_some() && self.tombstone.ready.is_none() && self.tombstone.died.is_none() {
+            self.tombstone.ready = Some(Utc::now());
+            self.write_tombstone();
+            info!("child is ready");
+        }
+    }
+
+    /// Checks the child's readiness on a thread of its own (each check may block up to
+    /// the probe timeout) and posts `Event::Ready` once it passes.
+    fn start_probe(&self) {
+        let Some(probe) = self.cfg.ready_probe.clone() else { return };
+        let (interval, timeout) = (self.cfg.ready_interval, self.cfg.ready_timeout);
+        let (tx, stop, span) = (self.tx.clone(), self.probe_stop.clone(), tracing::Span::current());
+        let spawned = std::thread::Builder::new().name("ready-probe".into()).stack_size(128 * 1024).spawn(move || {
+            let _e = span.enter();
+            info!(probe = %probe.describe(), interval = %format_go_duration(interval), "checking the child's readiness");
+            let mut failures = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                match probe.check(timeout) {
+                    Ok(()) => {
+                        let _ = tx.send(Event::Ready);
+                        return;
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        // the first failure, then every 50th: visible but not noisy
+                        if failures == 1 || failures % 50 == 0 {
+                            info!(probe = %probe.describe(), failures, "child not ready yet: {e}");
+                        }
+                    }
+                }
+                std::thread::sleep(interval);
+            }
+        });
+        if let Err(e) = spawned {
+            error!("cannot start the readiness probe thread: {e}; the child will never be marked ready");
+        }
     }
 
     /// Reads a dependency's tombstone. Unreadable ones count as not dead; each distinct
@@ -239,6 +347,13 @@ impl Supervisor {
                 self.bad.remove(name);
                 if t.is_dead() {
                     DepState::Dead { exit_code: t.exit_code }
+                } else if t.born.is_some() && fsutil::lock_state(self.graveyard(), name) == LockState::Free {
+                    // Born, never recorded its death, and its supervisor's lock is free: the
+                    // whole container was killed (OOM, SIGKILL after the grace period).
+                    if self.core.dep_state(name) != &(DepState::Dead { exit_code: None }) {
+                        warn!(dep = name, "{name:?} was born but its supervisor is gone (lock released) without recording its death: treating it as dead, exit code unknown");
+                    }
+                    DepState::Dead { exit_code: None }
                 } else {
                     DepState::Alive { ready: t.ready.is_some() }
                 }
@@ -271,10 +386,14 @@ impl Supervisor {
                     Ok(child) => {
                         self.child = Some(child);
                         let now: DateTime<Utc> = Utc::now();
-                        self.tombstone.born = Some(now);
-                        self.tombstone.ready = Some(now);
+                        // a fresh record: a restarted container replaces its old tombstone
+                        self.tombstone = Tombstone { born: Some(now), ..Tombstone::default() };
+                        if self.cfg.ready_probe.is_none() {
+                            self.tombstone.ready = Some(now);
+                        }
                         self.write_tombstone();
                         info!(pid = child.pid.as_raw(), command = ?self.cfg.command, "started child");
+                        self.start_probe();
                     }
                     Err((failure, detail)) => {
                         error!("{detail}");
@@ -308,6 +427,7 @@ impl Supervisor {
     }
 
     fn finish(&mut self, o: Outcome) -> i32 {
+        self.probe_stop.store(true, Ordering::Relaxed);
         let t = &mut self.tombstone;
         t.died = Some(Utc::now());
         t.exit_code = Some(o.exit_code);
@@ -315,14 +435,48 @@ impl Supervisor {
         t.reason = Some(o.reason.as_str().to_string());
         t.death_dep = o.death_dep.clone();
         self.write_tombstone();
-        // Final sweep so no zombie outlives us when we are not PID 1.
-        let _ = process::reap(None);
         info!(
             exit_code = o.exit_code,
             reason = o.reason.as_str(),
             "{}",
             o.message
         );
+        // After `Died` is recorded (dependents react at once), tell local proxies to quit.
+        for url in &self.cfg.shutdown_hooks {
+            run_hook(url, self.cfg.shutdown_hook_timeout);
+        }
+        // Final sweep so no zombie outlives us when we are not PID 1.
+        let _ = process::reap(None);
         o.exit_code
+    }
+}
+
+/// POSTs to a shutdown endpoint, retrying connection failures briefly, within `budget`.
+/// Never fails the container: every outcome is only logged.
+fn run_hook(url: &crate::probe::HttpUrl, budget: Duration) {
+    let deadline = Instant::now() + budget;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        match crate::probe::request("POST", url, left) {
+            Ok(code) if (200..300).contains(&code) => {
+                info!(url = %url, status = code, attempt, "shutdown hook succeeded");
+                return;
+            }
+            Ok(code) => {
+                warn!(url = %url, status = code, attempt, "shutdown hook answered HTTP {code}; not retrying");
+                return;
+            }
+            Err(e) => {
+                let pause = Duration::from_millis(100 * attempt.min(5) as u64);
+                if Instant::now() + pause >= deadline {
+                    warn!(url = %url, attempt, "shutdown hook failed: {e}; giving up after {}", format_go_duration(budget));
+                    return;
+                }
+                debug!(url = %url, attempt, "shutdown hook failed: {e}; retrying");
+                std::thread::sleep(pause);
+            }
+        }
     }
 }
