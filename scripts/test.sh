@@ -16,6 +16,12 @@ apt_install() {
 need cargo || { echo "cargo not found: install Rust (https://rustup.rs) first" >&2; exit 1; }
 need unshare || apt_install util-linux
 need mkfifo || apt_install coreutils
+need setpriv || apt_install util-linux
+need python3 || apt_install python3
+# bindfs (FUSE) gives a real filesystem on which inotify delivers nothing for writes made
+# by other "containers": the failure mode of sandboxes such as gVisor.
+need bindfs || apt_install bindfs
+need fusermount || need fusermount3 || apt_install fuse3
 
 # The integration tests create PID namespaces: root, or unprivileged user namespaces.
 if ! unshare --pid --fork --mount-proc true 2>/dev/null; then

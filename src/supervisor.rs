@@ -51,6 +51,7 @@ pub struct Supervisor {
     poll: Option<Duration>,
     tx: mpsc::Sender<Event>,
     probe_stop: Arc<AtomicBool>,
+    locks_work: bool,
 }
 
 /// Installs signal handling, sets up the graveyard and its watch, then supervises until
@@ -115,6 +116,17 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         }
     };
 
+    // flock must mean something on this filesystem for lock-based death detection: our
+    // own lock must look held through a second descriptor. If it does not, a live peer's
+    // lock would look free too (a false death), so that detection is switched off.
+    let locks_work = fsutil::lock_state(&cfg.graveyard, &cfg.name) == LockState::Held;
+    if !locks_work {
+        warn!(
+            "flock is not effective on {}: a container killed before recording its death cannot be detected; only tombstones count",
+            cfg.graveyard.display()
+        );
+    }
+
     // Watch first, then scan: a death between the two is seen by the watch, a death
     // before both by the scan (kubexit bug #8 lost it).
     let (watcher, poll) = match cfg.watch {
@@ -158,6 +170,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         poll,
         tx: tx.clone(),
         probe_stop: Arc::new(AtomicBool::new(false)),
+        locks_work,
     };
     let code = sup.run_loop(&rx);
     drop(tx);
@@ -347,7 +360,9 @@ impl Supervisor {
                 self.bad.remove(name);
                 if t.is_dead() {
                     DepState::Dead { exit_code: t.exit_code }
-                } else if t.born.is_some() && fsutil::lock_state(self.graveyard(), name) == LockState::Free {
+                } else if self.locks_work
+                    && t.born.is_some()
+                    && fsutil::lock_state(self.graveyard(), name) == LockState::Free {
                     // Born, never recorded its death, and its supervisor's lock is free: the
                     // whole container was killed (OOM, SIGKILL after the grace period).
                     if self.core.dep_state(name) != &(DepState::Dead { exit_code: None }) {

@@ -58,9 +58,10 @@ fn main_exit_code_and_tombstone() {
     // the file is one JSON line that kubexit (YAML) can also read: no tabs, ends with \n
     let raw = fs::read_to_string(pod.tombstone_path("main")).unwrap();
     assert!(raw.ends_with("}\n") && !raw.contains('\t'));
-    // graveyard was created by sexton with the tombstone and no temp files left
-    let names: Vec<String> = fs::read_dir(&pod.graveyard).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    assert_eq!(names, vec!["main".to_string()]);
+    // graveyard was created by sexton with the tombstone and the lock, no temp files left
+    let mut names: Vec<String> = fs::read_dir(&pod.graveyard).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, vec![".main.lock".to_string(), "main".to_string()]);
 }
 
 #[test]
