@@ -10,6 +10,29 @@ use nix::sys::signal::Signal;
 
 use crate::config::{Config, DeathTrigger, DepExitCode};
 
+/// What a dependency's lock says (see `fsutil::lock_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    Held,
+    Free,
+    /// No lock file (not started yet, or a kubexit container), or locks do not work on the
+    /// graveyard's filesystem: says nothing.
+    Unknown,
+}
+
+/// The rule that turns a tombstone (if any) and the lock into a dependency state:
+/// `Died` means dead; born without `Died` and with a free lock means its whole container
+/// was killed before recording its death; a lock alone (no `Born`) or no tombstone means
+/// not started yet. The lock is only consulted when it matters (`lock` is lazy).
+pub fn classify(tombstone: Option<&crate::tombstone::Tombstone>, lock: impl FnOnce() -> Lock) -> DepState {
+    match tombstone {
+        None => DepState::Absent,
+        Some(t) if t.is_dead() => DepState::Dead { exit_code: t.exit_code },
+        Some(t) if t.born.is_some() && lock() == Lock::Free => DepState::Dead { exit_code: None },
+        Some(t) => DepState::Alive { ready: t.ready.is_some() },
+    }
+}
+
 /// What the graveyard (and lock) says about a dependency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DepState {
@@ -407,6 +430,36 @@ pub fn describe_status(s: ChildStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tombstone::Tombstone;
+
+    #[test]
+    fn classify_tombstone_and_lock() {
+        let now = chrono::Utc::now();
+        let born = Tombstone { born: Some(now), ..Default::default() };
+        let ready = Tombstone { born: Some(now), ready: Some(now), ..Default::default() };
+        let died = Tombstone { born: Some(now), died: Some(now), exit_code: Some(3), ..Default::default() };
+        let died_no_born = Tombstone { died: Some(now), exit_code: Some(0), ..Default::default() };
+        let no_born = Tombstone { ready: Some(now), ..Default::default() };
+        let cases: &[(Option<&Tombstone>, Lock, DepState)] = &[
+            (None, Lock::Free, DepState::Absent), // a lock file alone: not started yet
+            (None, Lock::Held, DepState::Absent),
+            (Some(&born), Lock::Held, DepState::Alive { ready: false }),
+            (Some(&born), Lock::Unknown, DepState::Alive { ready: false }), // kubexit dep
+            (Some(&born), Lock::Free, DepState::Dead { exit_code: None }),
+            (Some(&ready), Lock::Held, DepState::Alive { ready: true }),
+            (Some(&ready), Lock::Free, DepState::Dead { exit_code: None }),
+            (Some(&died), Lock::Held, DepState::Dead { exit_code: Some(3) }),
+            (Some(&died), Lock::Free, DepState::Dead { exit_code: Some(3) }),
+            (Some(&died_no_born), Lock::Unknown, DepState::Dead { exit_code: Some(0) }),
+            (Some(&no_born), Lock::Free, DepState::Alive { ready: true }),
+        ];
+        for (t, lock, want) in cases {
+            assert_eq!(&classify(*t, || *lock), want, "{t:?} {lock:?}");
+        }
+        // the lock is not probed when the tombstone decides alone
+        classify(Some(&died), || panic!("probed"));
+        classify(None, || panic!("probed"));
+    }
 
     fn policy() -> Policy {
         Policy {

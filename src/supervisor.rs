@@ -15,7 +15,7 @@ use signal_hook::iterator::Signals;
 use tracing::{debug, error, info, warn};
 
 use crate::config::{Config, DeathTrigger, WatchMode, format_go_duration};
-use crate::core::{Action, Core, DepState, FORWARDED, Outcome, Policy};
+use crate::core::{Action, Core, DepState, FORWARDED, Lock, Outcome, Policy, classify};
 use crate::fsutil::{self, LockState, Lookup};
 use crate::process::{self, Child};
 use crate::tombstone::Tombstone;
@@ -358,20 +358,21 @@ impl Supervisor {
             }
             Lookup::Found(t) => {
                 self.bad.remove(name);
-                if t.is_dead() {
-                    DepState::Dead { exit_code: t.exit_code }
-                } else if self.locks_work
-                    && t.born.is_some()
-                    && fsutil::lock_state(self.graveyard(), name) == LockState::Free {
+                let (graveyard, locks_work) = (self.cfg.graveyard.clone(), self.locks_work);
+                let state = classify(Some(&t), || match fsutil::lock_state(&graveyard, name) {
+                    LockState::Held => Lock::Held,
+                    LockState::Free if locks_work => Lock::Free,
+                    _ => Lock::Unknown,
+                });
+                if state == (DepState::Dead { exit_code: None })
+                    && !t.is_dead()
+                    && self.core.dep_state(name) != &state
+                {
                     // Born, never recorded its death, and its supervisor's lock is free: the
                     // whole container was killed (OOM, SIGKILL after the grace period).
-                    if self.core.dep_state(name) != &(DepState::Dead { exit_code: None }) {
-                        warn!(dep = name, "{name:?} was born but its supervisor is gone (lock released) without recording its death: treating it as dead, exit code unknown");
-                    }
-                    DepState::Dead { exit_code: None }
-                } else {
-                    DepState::Alive { ready: t.ready.is_some() }
+                    warn!(dep = name, "{name:?} was born but its supervisor is gone (lock released) without recording its death: treating it as dead, exit code unknown");
                 }
+                state
             }
             Lookup::Bad(why) => {
                 if self.bad.get(name) != Some(&why) {
