@@ -119,25 +119,49 @@ pub fn owner_of(file_name: &str) -> &str {
 /// Takes this container's lock (exclusive flock), retrying for up to `wait` (a peer's
 /// probe holds it shared for an instant). `Ok(None)`: someone else holds it for longer,
 /// i.e. another live container uses the same name.
+///
+/// A lock file is never visible unlocked while we start: a new one is created under a
+/// temporary name, locked, then linked into place. (Created in place, a peer could open it
+/// between create and flock, find it free next to an old `Born` and call a false death.)
 pub fn acquire_lock(graveyard: &Path, name: &str, wait: Duration) -> io::Result<Option<Flock<File>>> {
     let path = graveyard.join(lock_file_name(name));
     let deadline = Instant::now() + wait;
     loop {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .custom_flags(libc_o_nofollow())
-            .open(&path)?;
-        match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(Some(lock)),
-            Err((_, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10));
+        match OpenOptions::new().read(true).write(true).custom_flags(libc_o_nofollow()).open(&path) {
+            Ok(f) => match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(Some(lock)),
+                Err((_, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+                Err((_, e)) => return Err(io::Error::from(e)),
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let tmp = temp_path(graveyard, &lock_file_name(name));
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o644)
+                    .custom_flags(libc_o_nofollow())
+                    .open(&tmp)?;
+                let lock = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+                    Ok(l) => l,
+                    Err((_, e)) => {
+                        let _ = fs::remove_file(&tmp);
+                        return Err(io::Error::from(e));
+                    }
+                };
+                let linked = fs::hard_link(&tmp, &path);
+                let _ = fs::remove_file(&tmp);
+                match linked {
+                    Ok(()) => return Ok(Some(lock)),
+                    // someone created it meanwhile: lock theirs (or find it held)
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                }
             }
-            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
-            Err((_, e)) => return Err(io::Error::from(e)),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -164,6 +188,23 @@ pub fn lock_state(graveyard: &Path, name: &str) -> LockState {
         Ok(_held_for_an_instant) => LockState::Free,
         Err((_, Errno::EWOULDBLOCK)) => LockState::Held,
         Err(_) => LockState::Missing,
+    }
+}
+
+/// Blocks until `name`'s lock is free (its supervisor released it, i.e. died), then
+/// returns. Returns at once with an error if there is no lock file. Meant for a thread of
+/// its own: a blocked shared flock does not disturb the holder.
+pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_o_nofollow())
+        .open(graveyard.join(lock_file_name(name)))?;
+    loop {
+        match Flock::lock(f, FlockArg::LockShared) {
+            Ok(_released_at_once) => return Ok(()),
+            Err((file, Errno::EINTR)) => f = file,
+            Err((_, e)) => return Err(io::Error::from(e)),
+        }
     }
 }
 
@@ -217,8 +258,14 @@ mod tests {
         assert_eq!(lock_state(&d, "main"), LockState::Held);
         // a second holder (another open file description) cannot take it
         assert!(acquire_lock(&d, "main", Duration::from_millis(30)).unwrap().is_none());
+        // a waiter returns exactly when the holder lets go
+        let (d2, (tx, rx)) = (d.clone(), std::sync::mpsc::channel());
+        std::thread::spawn(move || tx.send(wait_lock_released(&d2, "main").is_ok()).unwrap());
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "returned while held");
         drop(held);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
         assert_eq!(lock_state(&d, "main"), LockState::Free);
+        assert!(wait_lock_released(&d, "nobody").is_err());
         assert_eq!(owner_of(".main.lock"), "main");
         assert_eq!(owner_of("main"), "main");
         assert_eq!(owner_of(".main.tmp.1.2"), ".main.tmp.1.2");

@@ -31,6 +31,8 @@ pub enum Event {
     WatchError(String),
     /// The readiness probe of the child succeeded.
     Ready,
+    /// The lock of this dependency was released (its supervisor is gone).
+    LockReleased(String),
 }
 
 /// Error before anything was started: exit 2 with this message.
@@ -52,6 +54,8 @@ pub struct Supervisor {
     tx: mpsc::Sender<Event>,
     probe_stop: Arc<AtomicBool>,
     locks_work: bool,
+    /// Death dependencies with a thread blocked on their lock.
+    lock_waiters: std::collections::HashSet<String>,
 }
 
 /// Installs signal handling, sets up the graveyard and its watch, then supervises until
@@ -171,6 +175,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         tx: tx.clone(),
         probe_stop: Arc::new(AtomicBool::new(false)),
         locks_work,
+        lock_waiters: Default::default(),
     };
     let code = sup.run_loop(&rx);
     drop(tx);
@@ -232,6 +237,10 @@ impl Supervisor {
                 Some(Event::Ready) => {
                     self.on_ready();
                     vec![]
+                }
+                Some(Event::LockReleased(dep)) => {
+                    self.lock_waiters.remove(&dep);
+                    self.on_changed(&dep, now)
                 }
                 None => {
                     let mut a = self.core.tick(now);
@@ -307,6 +316,32 @@ impl Supervisor {
         actions
     }
 
+    /// Arms a thread blocked on a live death dependency's lock: it wakes the moment the
+    /// lock is released, however the holder died. Exact, and independent of inotify (the
+    /// kernel queues the close event *before* it releases the flock, so an event-driven
+    /// probe alone could still see the lock held).
+    fn watch_lock(&mut self, dep: &str) {
+        if !self.locks_work
+            || self.lock_waiters.contains(dep)
+            || !self.cfg.death_deps.iter().any(|d| d == dep)
+            || !matches!(self.core.phase(), crate::core::Phase::Running | crate::core::Phase::WaitingBirth { .. } | crate::core::Phase::Created)
+        {
+            return;
+        }
+        let (graveyard, name, tx) = (self.cfg.graveyard.clone(), dep.to_string(), self.tx.clone());
+        let spawned = std::thread::Builder::new().name("lock-waiter".into()).stack_size(64 * 1024).spawn(move || {
+            if fsutil::wait_lock_released(&graveyard, &name).is_ok() {
+                let _ = tx.send(Event::LockReleased(name));
+            }
+        });
+        match spawned {
+            Ok(_) => {
+                self.lock_waiters.insert(dep.to_string());
+            }
+            Err(e) => warn!(dep, "cannot start a lock waiter ({e}); relying on events and polling"),
+        }
+    }
+
     /// The readiness probe succeeded: record `Ready`.
     fn on_ready(&mut self) {
         if self.child.is_some() && self.tombstone.ready.is_none() && self.tombstone.died.is_none() {
@@ -364,6 +399,9 @@ impl Supervisor {
                     LockState::Free if locks_work => Lock::Free,
                     _ => Lock::Unknown,
                 });
+                if matches!(state, DepState::Alive { .. }) && t.born.is_some() {
+                    self.watch_lock(name);
+                }
                 if state == (DepState::Dead { exit_code: None })
                     && !t.is_dead()
                     && self.core.dep_state(name) != &state
