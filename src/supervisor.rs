@@ -133,7 +133,10 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
 
     // Watch first, then scan: a death between the two is seen by the watch, a death
     // before both by the scan (kubexit bug #8 lost it).
+    let has_deps = !(cfg.death_deps.is_empty() && cfg.birth_deps.is_empty());
     let (watcher, poll) = match cfg.watch {
+        // nothing to watch (a main container): no inotify instance, no thread, no poll
+        _ if !has_deps => (None, None),
         WatchMode::Poll => (None, Some(cfg.poll_interval)),
         WatchMode::Inotify => match crate::watch::watch(&cfg.graveyard, tx.clone()) {
             Ok(w) => (Some(w), None),
@@ -158,12 +161,16 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
             }
         },
     };
-    info!(
-        mode = cfg.watch.as_str(),
-        inotify = watcher.is_some(),
-        poll = %poll.map(format_go_duration).unwrap_or_else(|| "off".into()),
-        "watching the graveyard"
-    );
+    if has_deps {
+        info!(
+            mode = cfg.watch.as_str(),
+            inotify = watcher.is_some(),
+            poll = %poll.map(format_go_duration).unwrap_or_else(|| "off".into()),
+            "watching the graveyard"
+        );
+    } else {
+        debug!("no dependencies: not watching the graveyard");
+    }
 
     let mut sup = Supervisor {
         core: Core::new(Policy::from_config(&cfg)),

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Benchmarks sexton against kubexit on this machine, side by side, and rewrites the
+# results section of BENCHMARKS.md and bench/latency-cdf.png.
+#   bench/run.sh            full run (about 5 minutes; keep the machine otherwise idle)
+#   bench/run.sh --quick    a few repetitions, to check the harness
+# Needs root (PID namespaces), gcc, Go (for kubexit), python3 with matplotlib.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=target/bench; mkdir -p "$OUT"
+
+gcc -O2 -static -o "$OUT/child" bench/child.c
+KUBEXIT="$(bench/kubexit.sh)"
+echo "kubexit: $KUBEXIT" >&2
+python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install --quiet matplotlib
+cargo bench --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --out "$OUT" "$@"
+python3 bench/report.py "$OUT/results.json" BENCHMARKS.md bench/latency-cdf.png

@@ -1,0 +1,385 @@
+//! sexton vs kubexit, side by side in one run on one machine (`bench/run.sh` builds both
+//! and calls this). Every "container" is the real wrapper binary as PID 1 of its own PID
+//! namespace (`unshare --pid --fork --mount-proc`), sharing a graveyard directory, as in the
+//! integration tests. Latencies are taken inside the measured processes with
+//! CLOCK_MONOTONIC by a small C child (`bench/child.c`):
+//!   reaction = (sidecar child receives SIGTERM) - (main child's last instruction).
+//!
+//! Args: --kubexit BIN --child BIN --out DIR [--quick] [--idle-secs N]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const SEXTON: &str = env!("CARGO_BIN_EXE_sexton");
+
+#[derive(Clone)]
+struct Tool {
+    label: &'static str,
+    bin: PathBuf,
+    env: Vec<(&'static str, String)>,
+}
+
+struct Opts {
+    kubexit: PathBuf,
+    child: PathBuf,
+    out: PathBuf,
+    quick: bool,
+    idle_secs: u64,
+}
+
+fn opts() -> Opts {
+    let mut a = std::env::args().skip(1);
+    let (mut kubexit, mut child, mut out, mut quick, mut idle_secs) = (None, None, None, false, 60);
+    while let Some(x) = a.next() {
+        match x.as_str() {
+            "--kubexit" => kubexit = a.next().map(PathBuf::from),
+            "--child" => child = a.next().map(PathBuf::from),
+            "--out" => out = a.next().map(PathBuf::from),
+            "--quick" => quick = true,
+            "--idle-secs" => idle_secs = a.next().and_then(|s| s.parse().ok()).unwrap_or(60),
+            "--bench" => {}
+            other => panic!("unknown argument {other}; see bench/run.sh"),
+        }
+    }
+    Opts {
+        kubexit: kubexit.expect("--kubexit BIN (bench/run.sh builds it)"),
+        child: child.expect("--child BIN"),
+        out: out.expect("--out DIR"),
+        quick,
+        idle_secs,
+    }
+}
+
+fn now_ns() -> i64 {
+    let mut t = nix::libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
+}
+
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    f()
+}
+
+fn read_ns(p: &Path) -> Option<i64> {
+    fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// One container: the tool as PID 1 of a new PID namespace wrapping `args`.
+fn container(tool: &Tool, name: &str, gy: &Path, deps: &str, args: &[&str], pidns: bool) -> Child {
+    let mut c = if pidns {
+        let mut c = Command::new("unshare");
+        c.args(["--pid", "--fork", "--mount-proc", "--kill-child"]).arg(&tool.bin);
+        c
+    } else {
+        Command::new(&tool.bin)
+    };
+    c.args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("KUBEXIT_NAME", name)
+        .env("KUBEXIT_GRAVEYARD", gy)
+        .env("KUBEXIT_GRACE_PERIOD", "10s")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if !deps.is_empty() {
+        c.env("KUBEXIT_DEATH_DEPS", deps);
+    }
+    for (k, v) in &tool.env {
+        c.env(k, v);
+    }
+    c.spawn().expect("spawn container")
+}
+
+fn wait_exit(c: &mut Child, timeout: Duration) -> bool {
+    wait_until(timeout, || c.try_wait().ok().flatten().is_some())
+}
+
+fn fresh_dir(base: &Path, tag: &str) -> PathBuf {
+    let d = base.join(tag);
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(d.join("graveyard")).unwrap();
+    d
+}
+
+/// Reaction latency of `n` sidecars depending on one main, with `unrelated` other
+/// tombstones in the graveyard. Returns per repetition (first, last) sidecar latency in ns.
+fn reaction(o: &Opts, tool: &Tool, base: &Path, n: usize, unrelated: usize, reps: usize) -> Vec<(i64, i64)> {
+    let child = o.child.to_str().unwrap();
+    let mut out = Vec::with_capacity(reps);
+    let mut failures = 0;
+    for rep in 0..reps {
+        let d = fresh_dir(base, &format!("{}-{n}-{unrelated}-{rep}", tool.label));
+        let gy = d.join("graveyard");
+        for i in 0..unrelated {
+            fs::write(gy.join(format!("other-{i}")), "{\"Born\":\"2026-01-01T00:00:00Z\",\"Died\":\"2026-01-01T00:00:01Z\",\"ExitCode\":0}\n").unwrap();
+        }
+        let mut sidecars: Vec<Child> = (0..n)
+            .map(|i| {
+                let (t, r) = (d.join(format!("term-{i}")), d.join(format!("ready-{i}")));
+                container(tool, &format!("side-{i}"), &gy, "main", &["--", child, "term", t.to_str().unwrap(), r.to_str().unwrap()].iter().skip(usize::from(tool.label == "kubexit")).copied().collect::<Vec<_>>(), true)
+            })
+            .collect();
+        let ready = wait_until(Duration::from_secs(30), || (0..n).all(|i| d.join(format!("ready-{i}")).exists()));
+        assert!(ready, "{}: sidecars not ready", tool.label);
+        let m = d.join("main-exit");
+        let margs: Vec<&str> = ["--", child, "exit", m.to_str().unwrap()].iter().skip(usize::from(tool.label == "kubexit")).copied().collect();
+        let mut main = container(tool, "main", &gy, "", &margs, true);
+        let mut ok = wait_exit(&mut main, Duration::from_secs(30));
+        for s in &mut sidecars {
+            ok &= wait_exit(s, Duration::from_secs(30));
+        }
+        let exit = read_ns(&m);
+        let terms: Vec<Option<i64>> = (0..n).map(|i| read_ns(&d.join(format!("term-{i}")))).collect();
+        match (ok, exit, terms.iter().all(Option::is_some)) {
+            (true, Some(e), true) => {
+                let lat: Vec<i64> = terms.iter().map(|t| t.unwrap() - e).collect();
+                out.push((*lat.iter().min().unwrap(), *lat.iter().max().unwrap()));
+            }
+            _ => {
+                failures += 1;
+                for s in &mut sidecars {
+                    let _ = s.kill();
+                }
+            }
+        }
+        let _ = main.wait();
+        for mut s in sidecars {
+            let _ = s.wait();
+        }
+        let _ = fs::remove_dir_all(&d);
+    }
+    if failures > 0 {
+        eprintln!("  {}: {failures} of {reps} repetitions did not complete", tool.label);
+    }
+    out
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn stats_us(ns: &[i64]) -> Value {
+    let mut v: Vec<f64> = ns.iter().map(|x| *x as f64 / 1000.0).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    json!({
+        "n": v.len(),
+        "p50": percentile(&v, 50.0), "p90": percentile(&v, 90.0),
+        "p99": percentile(&v, 99.0), "max": v.last().copied().unwrap_or(f64::NAN),
+        "samples_us": v,
+    })
+}
+
+/// The wrapper's PID: the child of `unshare`.
+fn wrapper_of(unshare: u32) -> Option<i32> {
+    let children = fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+fn status_kb(pid: i32, key: &str) -> u64 {
+    let s = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU time of every thread of `pid`, in ns (schedstat: exact, not in clock ticks).
+fn cpu_ns(pid: i32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .sum()
+}
+
+/// Idle supervision: a sidecar (death dep on a live main) per configuration, all at once.
+fn idle(o: &Opts, configs: &[Tool], base: &Path) -> BTreeMap<String, Value> {
+    let child = o.child.to_str().unwrap();
+    let mut pods = vec![];
+    for t in configs {
+        let d = fresh_dir(base, &format!("idle-{}", t.label));
+        let gy = d.join("graveyard");
+        let skip = usize::from(t.label == "kubexit");
+        let args: Vec<&str> = ["--", child, "idle"].iter().skip(skip).copied().collect();
+        let main = container(t, "main", &gy, "", &args, true);
+        assert!(wait_until(Duration::from_secs(10), || gy.join("main").exists()), "{}: main not born", t.label);
+        let side = container(t, "side", &gy, "main", &args, true);
+        assert!(wait_until(Duration::from_secs(10), || gy.join("side").exists()), "{}: sidecar not born", t.label);
+        let pid = wrapper_of(side.id()).expect("wrapper pid");
+        pods.push((t.label, d, main, side, pid));
+    }
+    std::thread::sleep(Duration::from_secs(2)); // settle: start-up work is not idle work
+    let before: Vec<(u64, u64)> = pods.iter().map(|p| (cpu_ns(p.4), status_kb(p.4, "VmRSS:"))).collect();
+    eprintln!("  idle window: {} s", o.idle_secs);
+    std::thread::sleep(Duration::from_secs(o.idle_secs));
+    let mut res = BTreeMap::new();
+    for (i, (label, d, mut main, mut side, pid)) in pods.into_iter().enumerate() {
+        let cpu = cpu_ns(pid).saturating_sub(before[i].0);
+        let threads = fs::read_dir(format!("/proc/{pid}/task")).map(|r| r.count()).unwrap_or(0);
+        res.insert(label.to_string(), json!({
+            "rss_start_kb": before[i].1,
+            "rss_steady_kb": status_kb(pid, "VmRSS:"),
+            "rss_peak_kb": status_kb(pid, "VmHWM:"),
+            "cpu_ms": cpu as f64 / 1e6,
+            "threads": threads,
+            "window_s": o.idle_secs,
+        }));
+        let _ = side.kill();
+        let _ = main.kill();
+        let _ = side.wait();
+        let _ = main.wait();
+        let _ = fs::remove_dir_all(&d);
+    }
+    res
+}
+
+/// Time from spawning the wrapper to the child's first instruction, in ns.
+fn start_overhead(o: &Opts, tool: Option<&Tool>, base: &Path, reps: usize) -> Vec<i64> {
+    let child = o.child.to_str().unwrap();
+    let d = fresh_dir(base, &format!("start-{}", tool.map_or("direct", |t| t.label)));
+    let gy = d.join("graveyard");
+    let mark = d.join("start");
+    let mut v = vec![];
+    for _ in 0..reps {
+        let _ = fs::remove_file(&mark);
+        let t0 = now_ns();
+        let mut c = match tool {
+            None => Command::new(child).args(["start", mark.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
+            Some(t) => {
+                let args: Vec<&str> = ["--", child, "start", mark.to_str().unwrap()].iter().skip(usize::from(t.label == "kubexit")).copied().collect();
+                container(t, "app", &gy, "", &args, false)
+            }
+        };
+        let _ = c.wait();
+        if let Some(t1) = read_ns(&mark) {
+            v.push(t1 - t0);
+        }
+    }
+    let _ = fs::remove_dir_all(&d);
+    v
+}
+
+fn sizes(bin: &Path, base: &Path) -> Value {
+    let d = fresh_dir(base, "layer");
+    let name = bin.file_name().unwrap().to_str().unwrap();
+    fs::copy(bin, d.join(name)).unwrap();
+    let sh = |cmd: String| -> u64 {
+        let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(0)
+    };
+    let dir = d.to_str().unwrap();
+    let v = json!({
+        "binary_bytes": fs::metadata(bin).unwrap().len(),
+        "layer_tar_bytes": sh(format!("tar -C {dir} -cf - {name} | wc -c")),
+        "layer_tar_gz_bytes": sh(format!("tar -C {dir} -cf - {name} | gzip -9 | wc -c")),
+    });
+    let _ = fs::remove_dir_all(&d);
+    v
+}
+
+fn machine() -> Value {
+    let cpu = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpu.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("?").trim().to_string();
+    let sh = |c: &str| String::from_utf8_lossy(&Command::new("sh").arg("-c").arg(c).output().unwrap().stdout).trim().to_string();
+    json!({
+        "cpu": model,
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "kernel": sh("uname -r"),
+        "mem": sh("free -g | awk '/Mem:/{print $2\" GiB\"}'"),
+        "tmpfs": "/dev/shm",
+        "disk_fs": sh("stat -f -c %T /var/tmp"),
+    })
+}
+
+fn main() {
+    let o = opts();
+    fs::create_dir_all(&o.out).unwrap();
+    let shm = PathBuf::from("/dev/shm/sexton-bench");
+    let disk = PathBuf::from("/var/tmp/sexton-bench");
+    let (reps, poll_reps, scale) = if o.quick { (20, 10, vec![(10, 3), (50, 2)]) } else { (200, 100, vec![(10, 30), (50, 10)]) };
+
+    let kubexit = Tool { label: "kubexit", bin: o.kubexit.clone(), env: vec![] };
+    let sexton = Tool { label: "sexton", bin: SEXTON.into(), env: vec![] };
+    let sexton_inotify = Tool { label: "sexton-inotify", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "inotify".into())] };
+    let sexton_poll = Tool { label: "sexton-poll", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "poll".into())] };
+    let sexton_poll100 = Tool { label: "sexton-poll-100ms", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "poll".into()), ("KUBEXIT_POLL_INTERVAL", "100ms".into())] };
+
+    let mut r = serde_json::Map::new();
+    r.insert("machine".into(), machine());
+    eprintln!("reaction latency, tmpfs graveyard, {reps} reps");
+    let mut lat = serde_json::Map::new();
+    for t in [&kubexit, &sexton, &sexton_inotify] {
+        let v = reaction(&o, t, &shm, 1, 0, reps);
+        lat.insert(t.label.into(), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+    }
+    eprintln!("reaction latency, poll mode, {poll_reps} reps");
+    for t in [&sexton_poll100] {
+        let v = reaction(&o, t, &shm, 1, 0, poll_reps);
+        lat.insert(t.label.into(), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+    }
+    r.insert("reaction".into(), Value::Object(lat));
+
+    eprintln!("reaction latency, graveyard on disk ({}), {poll_reps} reps", machine()["disk_fs"]);
+    let mut diskr = serde_json::Map::new();
+    for t in [&kubexit, &sexton] {
+        let v = reaction(&o, t, &disk, 1, 0, poll_reps);
+        diskr.insert(t.label.into(), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+    }
+    r.insert("reaction_disk".into(), Value::Object(diskr));
+
+    let mut sc = serde_json::Map::new();
+    for (n, reps) in &scale {
+        eprintln!("scale: {n} sidecars, {reps} reps");
+        for t in [&kubexit, &sexton] {
+            let v = reaction(&o, t, &shm, *n, 0, *reps);
+            sc.insert(format!("{}-{n}-last", t.label), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+            sc.insert(format!("{}-{n}-first", t.label), stats_us(&v.iter().map(|x| x.0).collect::<Vec<_>>()));
+        }
+    }
+    let unrel_reps = if o.quick { 5 } else { 50 };
+    eprintln!("scale: 1000 unrelated tombstones, {unrel_reps} reps");
+    for t in [&kubexit, &sexton] {
+        let v = reaction(&o, t, &shm, 1, 1000, unrel_reps);
+        sc.insert(format!("{}-unrelated1000", t.label), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+    }
+    r.insert("scale".into(), Value::Object(sc));
+
+    eprintln!("start overhead");
+    let start_reps = if o.quick { 20 } else { 200 };
+    let mut st = serde_json::Map::new();
+    st.insert("direct".into(), stats_us(&start_overhead(&o, None, &shm, start_reps)));
+    for t in [&kubexit, &sexton] {
+        st.insert(t.label.into(), stats_us(&start_overhead(&o, Some(t), &shm, start_reps)));
+    }
+    r.insert("start".into(), Value::Object(st));
+
+    eprintln!("idle supervision");
+    r.insert("idle".into(), json!(idle(&o, &[kubexit.clone(), sexton.clone(), sexton_inotify.clone(), sexton_poll.clone(), sexton_poll100.clone()], &shm)));
+
+    r.insert("size".into(), json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(Path::new(SEXTON), &shm) }));
+    let _ = fs::remove_dir_all(&shm);
+    let _ = fs::remove_dir_all(&disk);
+
+    let path = o.out.join("results.json");
+    fs::write(&path, serde_json::to_string_pretty(&Value::Object(r)).unwrap()).unwrap();
+    eprintln!("wrote {}", path.display());
+}

@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package testenv pins the control-plane commands built by scripts/testenv.sh.
+package testenv
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
