@@ -24,12 +24,13 @@ lines.append("")
 
 rx = r["reaction"]
 k, s = rx["kubexit"], rx["sexton"]
+mu = rx.get("sexton-musl")
 lines += ["### Reaction latency: main's child exits → sidecar's child receives SIGTERM (µs)", "",
-          "| | kubexit | sexton (default `auto`) | sexton/kubexit | sexton `inotify` | sexton `poll` 100ms |",
-          "|---|---:|---:|---:|---:|---:|"]
+          "| | kubexit | sexton (default `auto`) | sexton/kubexit | sexton `inotify` | sexton `poll` 100ms |" + (" sexton musl (image build) |" if mu else ""),
+          "|---|---:|---:|---:|---:|---:|" + ("---:|" if mu else "")]
 for q in ["p50", "p90", "p99", "max"]:
-    lines.append(f"| {q} | {f(k[q])} | {f(s[q])} | {ratio(s[q], k[q])} | {f(rx['sexton-inotify'][q])} | {f(rx['sexton-poll-100ms'][q])} |")
-lines.append(f"| repetitions | {k['n']} | {s['n']} | | {rx['sexton-inotify']['n']} | {rx['sexton-poll-100ms']['n']} |")
+    lines.append(f"| {q} | {f(k[q])} | {f(s[q])} | {ratio(s[q], k[q])} | {f(rx['sexton-inotify'][q])} | {f(rx['sexton-poll-100ms'][q])} |" + (f" {f(mu[q])} |" if mu else ""))
+lines.append(f"| repetitions | {k['n']} | {s['n']} | | {rx['sexton-inotify']['n']} | {rx['sexton-poll-100ms']['n']} |" + (f" {mu['n']} |" if mu else ""))
 lines.append("")
 
 d = r["reaction_disk"]
@@ -54,10 +55,10 @@ lines.append(f"| main + 1 sidecar, 1000 unrelated tombstones | {f(a['p50'])} | {
 lines.append("")
 
 idle = r["idle"]
-cols = ["kubexit", "sexton", "sexton-inotify", "sexton-poll", "sexton-poll-100ms"]
+cols = ["kubexit", "sexton", "sexton-inotify", "sexton-poll", "sexton-poll-100ms"] + (["sexton-musl"] if "sexton-musl" in idle else [])
 lines += [f"### Wrapper overhead: a sidecar supervising an idle child, its main alive ({idle['kubexit']['window_s']} s window)", "",
-          "| | kubexit | sexton (`auto`) | sexton/kubexit | sexton `inotify` | sexton `poll` 1s | sexton `poll` 100ms |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
+          "| | kubexit | sexton (`auto`) | sexton/kubexit | sexton `inotify` | sexton `poll` 1s | sexton `poll` 100ms |" + (" sexton musl (`auto`) |" if "sexton-musl" in idle else ""),
+          "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if "sexton-musl" in idle else "")]
 for key, label, nd in [("rss_peak_kb", "peak RSS (kB)", 0), ("rss_steady_kb", "steady RSS (kB)", 0), ("cpu_ms", "CPU time in the window (ms)", 2), ("threads", "threads", 0)]:
     kv, sv = idle["kubexit"][key], idle["sexton"][key]
     rest = " | ".join(f(idle[c][key], nd) for c in cols[2:])
@@ -66,17 +67,19 @@ lines.append("")
 
 st = r["start"]
 dr = st["direct"]["p50"]
+sm = st.get("sexton-musl")
 lines += ["### Start overhead: spawn → the child's first instruction (µs)", "",
-          "| | direct (no wrapper) | kubexit | sexton | sexton/kubexit |", "|---|---:|---:|---:|---:|"]
+          "| | direct (no wrapper) | kubexit | sexton | sexton/kubexit |" + (" sexton musl |" if sm else ""), "|---|---:|---:|---:|---:|" + ("---:|" if sm else "")]
 for q in ["p50", "p99"]:
-    lines.append(f"| {q} | {f(st['direct'][q])} | {f(st['kubexit'][q])} | {f(st['sexton'][q])} | {ratio(st['sexton'][q], st['kubexit'][q])} |")
-lines.append(f"| overhead over direct (p50) | | {f(st['kubexit']['p50'] - dr)} | {f(st['sexton']['p50'] - dr)} | {ratio(st['sexton']['p50'] - dr, st['kubexit']['p50'] - dr)} |")
+    lines.append(f"| {q} | {f(st['direct'][q])} | {f(st['kubexit'][q])} | {f(st['sexton'][q])} | {ratio(st['sexton'][q], st['kubexit'][q])} |" + (f" {f(sm[q])} |" if sm else ""))
+lines.append(f"| overhead over direct (p50) | | {f(st['kubexit']['p50'] - dr)} | {f(st['sexton']['p50'] - dr)} | {ratio(st['sexton']['p50'] - dr, st['kubexit']['p50'] - dr)} |" + (f" {f(sm['p50'] - dr)} |" if sm else ""))
 lines.append("")
 
 sz = r["size"]
-lines += ["### Size (bytes)", "", "| | kubexit | sexton | sexton/kubexit |", "|---|---:|---:|---:|"]
+zm = sz.get("sexton-musl")
+lines += ["### Size (bytes)", "", "| | kubexit | sexton (static glibc, local build) | sexton/kubexit |" + (" sexton musl (image build) | musl/kubexit |" if zm else ""), "|---|---:|---:|---:|" + ("---:|---:|" if zm else "")]
 for key, label in [("binary_bytes", "static binary"), ("layer_tar_bytes", "image layer (tar of the binary)"), ("layer_tar_gz_bytes", "image layer, gzip -9")]:
-    lines.append(f"| {label} | {f(sz['kubexit'][key])} | {f(sz['sexton'][key])} | {ratio(sz['sexton'][key], sz['kubexit'][key])} |")
+    lines.append(f"| {label} | {f(sz['kubexit'][key])} | {f(sz['sexton'][key])} | {ratio(sz['sexton'][key], sz['kubexit'][key])} |" + (f" {f(zm[key])} | {ratio(zm[key], sz['kubexit'][key])} |" if zm else ""))
 
 md = open(md_path).read()
 start, end = "<!-- results:start -->", "<!-- results:end -->"
@@ -87,7 +90,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-for label, key, style in [("kubexit", "kubexit", "-"), ("sexton (auto)", "sexton", "-"), ("sexton (inotify)", "sexton-inotify", "--")]:
+for label, key, style in [("kubexit", "kubexit", "-"), ("sexton (auto)", "sexton", "-"), ("sexton (inotify)", "sexton-inotify", "--"), ("sexton musl (auto)", "sexton-musl", ":")]:
+    if key not in rx:
+        continue
     v = rx[key]["samples_us"]
     ax.step(v, [(i + 1) / len(v) for i in range(len(v))], style, where="post", label=f"{label}, p99 {rx[key]['p99']:,.0f} µs")
 ax.set_xscale("log")

@@ -12,5 +12,14 @@ gcc -O2 -static -o "$OUT/child" bench/child.c
 KUBEXIT="$(bench/kubexit.sh)"
 echo "kubexit: $KUBEXIT" >&2
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install --quiet matplotlib
-cargo bench --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --out "$OUT" "$@"
+# The image ships a musl build (Dockerfile); measure it too when the target can be had.
+MUSL=()
+if rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 \
+   && cargo build --release --quiet --target x86_64-unknown-linux-musl; then
+  MUSL=(--sexton-musl target/x86_64-unknown-linux-musl/release/sexton)
+else
+  echo "(no musl target: measuring the static glibc build only)" >&2
+fi
+cargo build --release --quiet
+cargo bench --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --out "$OUT" "${MUSL[@]}" "$@"
 python3 bench/report.py "$OUT/results.json" BENCHMARKS.md bench/latency-cdf.png

@@ -26,21 +26,27 @@ struct Tool {
 
 struct Opts {
     kubexit: PathBuf,
+    musl: Option<PathBuf>,
     child: PathBuf,
     out: PathBuf,
     quick: bool,
     idle_secs: u64,
+    /// Only the reaction-latency section (for quick iterations).
+    only_reaction: bool,
 }
 
 fn opts() -> Opts {
     let mut a = std::env::args().skip(1);
-    let (mut kubexit, mut child, mut out, mut quick, mut idle_secs) = (None, None, None, false, 60);
+    let (mut kubexit, mut child, mut out, mut quick, mut idle_secs, mut musl) = (None, None, None, false, 60, None);
+    let mut only_reaction = false;
     while let Some(x) = a.next() {
         match x.as_str() {
             "--kubexit" => kubexit = a.next().map(PathBuf::from),
+            "--sexton-musl" => musl = a.next().map(PathBuf::from),
             "--child" => child = a.next().map(PathBuf::from),
             "--out" => out = a.next().map(PathBuf::from),
             "--quick" => quick = true,
+            "--only-reaction" => only_reaction = true,
             "--idle-secs" => idle_secs = a.next().and_then(|s| s.parse().ok()).unwrap_or(60),
             "--bench" => {}
             other => panic!("unknown argument {other}; see bench/run.sh"),
@@ -48,10 +54,12 @@ fn opts() -> Opts {
     }
     Opts {
         kubexit: kubexit.expect("--kubexit BIN (bench/run.sh builds it)"),
+        musl,
         child: child.expect("--child BIN"),
         out: out.expect("--out DIR"),
         quick,
         idle_secs,
+        only_reaction,
     }
 }
 
@@ -323,11 +331,17 @@ fn main() {
     let sexton_poll = Tool { label: "sexton-poll", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "poll".into())] };
     let sexton_poll100 = Tool { label: "sexton-poll-100ms", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "poll".into()), ("KUBEXIT_POLL_INTERVAL", "100ms".into())] };
 
+    let musl = o.musl.clone().map(|bin| Tool { label: "sexton-musl", bin, env: vec![] });
+    let mut main_tools = vec![&kubexit, &sexton, &sexton_inotify];
+    if let Some(m) = &musl {
+        main_tools.push(m);
+    }
+
     let mut r = serde_json::Map::new();
     r.insert("machine".into(), machine());
     eprintln!("reaction latency, tmpfs graveyard, {reps} reps");
     let mut lat = serde_json::Map::new();
-    for t in [&kubexit, &sexton, &sexton_inotify] {
+    for t in &main_tools {
         let v = reaction(&o, t, &shm, 1, 0, reps);
         lat.insert(t.label.into(), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
     }
@@ -337,6 +351,10 @@ fn main() {
         lat.insert(t.label.into(), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
     }
     r.insert("reaction".into(), Value::Object(lat));
+    if o.only_reaction {
+        println!("{}", serde_json::to_string_pretty(&r["reaction"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), json!({"p50": v["p50"], "p90": v["p90"], "p99": v["p99"], "max": v["max"]}))).collect::<serde_json::Map<_, _>>()).unwrap());
+        return;
+    }
 
     eprintln!("reaction latency, graveyard on disk ({}), {poll_reps} reps", machine()["disk_fs"]);
     let mut diskr = serde_json::Map::new();
@@ -367,15 +385,21 @@ fn main() {
     let start_reps = if o.quick { 20 } else { 200 };
     let mut st = serde_json::Map::new();
     st.insert("direct".into(), stats_us(&start_overhead(&o, None, &shm, start_reps)));
-    for t in [&kubexit, &sexton] {
+    for t in main_tools.iter().filter(|t| t.label != "sexton-inotify") {
         st.insert(t.label.into(), stats_us(&start_overhead(&o, Some(t), &shm, start_reps)));
     }
     r.insert("start".into(), Value::Object(st));
 
     eprintln!("idle supervision");
-    r.insert("idle".into(), json!(idle(&o, &[kubexit.clone(), sexton.clone(), sexton_inotify.clone(), sexton_poll.clone(), sexton_poll100.clone()], &shm)));
+    let mut idle_tools = vec![kubexit.clone(), sexton.clone(), sexton_inotify.clone(), sexton_poll.clone(), sexton_poll100.clone()];
+    idle_tools.extend(musl.clone());
+    r.insert("idle".into(), json!(idle(&o, &idle_tools, &shm)));
 
-    r.insert("size".into(), json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(Path::new(SEXTON), &shm) }));
+    let mut size = json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(Path::new(SEXTON), &shm) });
+    if let Some(m) = &musl {
+        size["sexton-musl"] = sizes(&m.bin, &shm);
+    }
+    r.insert("size".into(), size);
     let _ = fs::remove_dir_all(&shm);
     let _ = fs::remove_dir_all(&disk);
 

@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use nix::errno::Errno;
-use nix::sys::signal::{self, SigHandler, Signal};
+use nix::sys::signal::{self, SigHandler, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
@@ -21,25 +21,28 @@ pub struct Child {
     pub pgid: Pid,
 }
 
-/// Starts the command in a new process group. When stdin is a terminal the child's group
-/// is made the terminal's foreground group (so it can read from it and gets ^C directly).
+/// Starts the command in a new process group, with no signal blocked. When stdin is a
+/// terminal the child's group is made the terminal's foreground group (so it can read from
+/// it and gets ^C directly).
 pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]);
-    if nix::unistd::isatty(io::stdin().as_fd()).unwrap_or(false) {
-        // Needs fork (pre_exec); without a terminal std uses the faster posix_spawn path.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+    let tty = nix::unistd::isatty(io::stdin().as_fd()).unwrap_or(false);
+    // Runs in the child between fork and exec (async-signal-safe calls only).
+    unsafe {
+        cmd.pre_exec(move || {
+            // The supervisor blocks the signals it reads from its signalfd; the child must
+            // start with none blocked, or it would never see a forwarded SIGTERM.
+            nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+            nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+            if tty {
                 // A background group calling tcsetpgrp gets SIGTTOU unless it is ignored.
                 let old = signal::signal(Signal::SIGTTOU, SigHandler::SigIgn)?;
                 let _ = nix::unistd::tcsetpgrp(io::stdin().as_fd(), nix::unistd::getpid());
                 signal::signal(Signal::SIGTTOU, old)?;
-                Ok(())
-            });
-        }
-    } else {
-        cmd.process_group(0);
+            }
+            Ok(())
+        });
     }
     match cmd.spawn() {
         Ok(child) => {

@@ -1,17 +1,24 @@
 //! The supervisor's event loop: feeds observations into the pure `Core` and carries out
-//! its actions. One thread decides; a signal thread and the inotify thread only post
-//! events to it.
+//! its actions. One thread waits in `ppoll` on a signalfd (the handled signals are blocked
+//! and read from it), the graveyard's inotify descriptor and an eventfd through which the
+//! few helper threads (readiness probe, lock waiters) post events. No hop between threads
+//! on the path from a death to the signal sent.
 
 use std::collections::HashMap;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use nix::sys::signal::Signal;
-use signal_hook::iterator::Signals;
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, ppoll};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::time::TimeSpec;
 use tracing::{debug, error, info, warn};
 
 use crate::config::{Config, DeathTrigger, WatchMode, format_go_duration};
@@ -23,16 +30,25 @@ use crate::tombstone::Tombstone;
 /// What the helper threads tell the deciding thread.
 #[derive(Debug)]
 pub enum Event {
-    Signal(i32),
-    /// Something happened to this file in the graveyard.
-    Changed(String),
-    /// The watcher lost events (queue overflow): re-read every dependency.
-    Rescan,
-    WatchError(String),
     /// The readiness probe of the child succeeded.
     Ready,
     /// The lock of this dependency was released (its supervisor is gone).
     LockReleased(String),
+}
+
+/// How a helper thread posts an event: a channel, plus an eventfd that wakes the loop.
+#[derive(Clone)]
+pub struct Poster {
+    tx: mpsc::Sender<Event>,
+    efd: Arc<EventFd>,
+}
+
+impl Poster {
+    pub fn post(&self, ev: Event) {
+        if self.tx.send(ev).is_ok() {
+            let _ = self.efd.write(1);
+        }
+    }
 }
 
 /// Error before anything was started: exit 2 with this message.
@@ -51,7 +67,7 @@ pub struct Supervisor {
     /// Last "unreadable" message logged per dependency, so each is logged once.
     bad: HashMap<String, String>,
     poll: Option<Duration>,
-    tx: mpsc::Sender<Event>,
+    poster: Poster,
     probe_stop: Arc<AtomicBool>,
     locks_work: bool,
     /// Death dependencies with a thread blocked on their lock.
@@ -61,26 +77,27 @@ pub struct Supervisor {
 /// Installs signal handling, sets up the graveyard and its watch, then supervises until
 /// the container is to end. Returns the exit code.
 pub fn run(cfg: Config) -> Result<i32, SetupError> {
+    // Signals first, before any thread exists (threads inherit the mask): the handled ones
+    // are blocked and read from a signalfd. Blocked signals are queued even for PID 1 of
+    // a namespace (which otherwise drops signals it has no handler for), so a SIGTERM that
+    // arrives before the child exists is not lost, and neither is the child's SIGCHLD.
+    let mut mask = SigSet::empty();
+    for s in FORWARDED.iter().chain([&Signal::SIGCHLD]) {
+        mask.add(*s);
+        // an inherited SIG_IGN for SIGCHLD would make the kernel reap the child for us
+        // and lose its exit status
+        unsafe {
+            let _ = nix::sys::signal::signal(*s, SigHandler::SigDfl);
+        }
+    }
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)
+        .map_err(|e| SetupError(format!("cannot block signals: {e}")))?;
+    let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(|e| SetupError(format!("cannot create a signalfd: {e}")))?;
+    let efd = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+        .map_err(|e| SetupError(format!("cannot create an eventfd: {e}")))?;
     let (tx, rx) = mpsc::channel::<Event>();
-
-    // Handlers first: a SIGTERM that arrives before the child exists must not be lost
-    // (PID 1 ignores signals it has no handler for), and neither may the child's SIGCHLD.
-    let mut wanted: Vec<i32> = FORWARDED.iter().map(|s| *s as i32).collect();
-    wanted.push(Signal::SIGCHLD as i32);
-    let mut signals = Signals::new(&wanted)
-        .map_err(|e| SetupError(format!("cannot install signal handlers: {e}")))?;
-    let sig_tx = tx.clone();
-    std::thread::Builder::new()
-        .name("signals".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            for s in signals.forever() {
-                if sig_tx.send(Event::Signal(s)).is_err() {
-                    break;
-                }
-            }
-        })
-        .map_err(|e| SetupError(format!("cannot start signal thread: {e}")))?;
+    let poster = Poster { tx, efd: Arc::new(efd) };
 
     if std::process::id() != 1 {
         if let Err(e) = process::become_subreaper() {
@@ -138,7 +155,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         // nothing to watch (a main container): no inotify instance, no thread, no poll
         _ if !has_deps => (None, None),
         WatchMode::Poll => (None, Some(cfg.poll_interval)),
-        WatchMode::Inotify => match crate::watch::watch(&cfg.graveyard, tx.clone()) {
+        WatchMode::Inotify => match crate::watch::watch(&cfg.graveyard) {
             Ok(w) => (Some(w), None),
             Err(e) => {
                 return Err(SetupError(format!(
@@ -149,7 +166,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         },
         // inotify, plus a poll as a safety net: some sandboxes accept the watch and then
         // deliver nothing for writes made by other containers.
-        WatchMode::Auto => match crate::watch::watch(&cfg.graveyard, tx.clone()) {
+        WatchMode::Auto => match crate::watch::watch(&cfg.graveyard) {
             Ok(w) => (Some(w), Some(cfg.poll_interval)),
             Err(e) => {
                 warn!(
@@ -179,14 +196,12 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         tombstone: Tombstone::default(),
         bad: HashMap::new(),
         poll,
-        tx: tx.clone(),
+        poster,
         probe_stop: Arc::new(AtomicBool::new(false)),
         locks_work,
         lock_waiters: Default::default(),
     };
-    let code = sup.run_loop(&rx);
-    drop(tx);
-    Ok(code)
+    Ok(sup.run_loop(&rx, &sigfd, watcher.as_ref()))
 }
 
 impl Supervisor {
@@ -194,7 +209,7 @@ impl Supervisor {
         &self.cfg.graveyard
     }
 
-    fn run_loop(&mut self, rx: &mpsc::Receiver<Event>) -> i32 {
+    fn run_loop(&mut self, rx: &mpsc::Receiver<Event>, sigfd: &SignalFd, watcher: Option<&crate::watch::GraveyardWatcher>) -> i32 {
         info!(
             death_deps = ?self.cfg.death_deps,
             birth_deps = ?self.cfg.birth_deps,
@@ -218,48 +233,79 @@ impl Supervisor {
         if let Some(code) = self.execute(actions) {
             return code;
         }
+        let efd = self.poster.efd.clone();
         let mut next_poll = self.poll.map(|p| Instant::now() + p);
         loop {
             let deadline = match (self.core.deadline(), next_poll) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let event = match deadline {
-                None => rx.recv().ok(),
-                Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
-                    Ok(e) => Some(e),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => None,
-                },
+            let timeout = deadline.map(|d| TimeSpec::from_duration(d.saturating_duration_since(Instant::now())));
+            let (sig_ready, ino_ready, wake_ready) = {
+                let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN), PollFd::new(efd.as_fd(), PollFlags::POLLIN)];
+                if let Some(w) = watcher {
+                    fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
+                }
+                match ppoll(&mut fds, timeout, None) {
+                    Ok(_) | Err(Errno::EINTR) => {}
+                    Err(e) => {
+                        error!("ppoll failed: {e}");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+                let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+                (ready(&fds[0]), fds.get(2).is_some_and(ready), ready(&fds[1]))
             };
             let now = Instant::now();
-            let actions = match event {
-                Some(Event::Signal(s)) => self.on_signal(s, now),
-                Some(Event::Changed(name)) => self.on_changed(&name, now),
-                Some(Event::Rescan) => self.rescan(now),
-                Some(Event::WatchError(e)) => {
-                    warn!("graveyard watch error: {e}; re-reading dependencies");
-                    self.rescan(now)
-                }
-                Some(Event::Ready) => {
-                    self.on_ready();
-                    vec![]
-                }
-                Some(Event::LockReleased(dep)) => {
-                    self.lock_waiters.remove(&dep);
-                    self.on_changed(&dep, now)
-                }
-                None => {
-                    let mut a = self.core.tick(now);
-                    if let Some(p) = self.poll {
-                        if next_poll.is_some_and(|t| now >= t) {
-                            a.extend(self.rescan(now));
-                            next_poll = Some(now + p);
-                        }
+            if sig_ready {
+                while let Ok(Some(info)) = sigfd.read_signal() {
+                    let actions = self.on_signal(info.ssi_signo as i32, now);
+                    if let Some(code) = self.execute(actions) {
+                        return code;
                     }
-                    a
                 }
-            };
+            }
+            if ino_ready {
+                if let Some(w) = watcher {
+                    let changes = w.drain();
+                    let mut actions = vec![];
+                    if changes.rescan {
+                        warn!("graveyard watch lost events or the directory moved; re-reading dependencies");
+                        actions.extend(self.rescan(now));
+                    }
+                    for name in &changes.names {
+                        actions.extend(self.on_changed(name, now));
+                    }
+                    if let Some(code) = self.execute(actions) {
+                        return code;
+                    }
+                }
+            }
+            if wake_ready {
+                let _ = efd.read();
+                while let Ok(ev) = rx.try_recv() {
+                    let actions = match ev {
+                        Event::Ready => {
+                            self.on_ready();
+                            vec![]
+                        }
+                        Event::LockReleased(dep) => {
+                            self.lock_waiters.remove(&dep);
+                            self.on_changed(&dep, now)
+                        }
+                    };
+                    if let Some(code) = self.execute(actions) {
+                        return code;
+                    }
+                }
+            }
+            let mut actions = self.core.tick(now);
+            if let (Some(p), Some(t)) = (self.poll, next_poll) {
+                if now >= t {
+                    actions.extend(self.rescan(now));
+                    next_poll = Some(now + p);
+                }
+            }
             if let Some(code) = self.execute(actions) {
                 return code;
             }
@@ -335,10 +381,10 @@ impl Supervisor {
         {
             return;
         }
-        let (graveyard, name, tx) = (self.cfg.graveyard.clone(), dep.to_string(), self.tx.clone());
+        let (graveyard, name, poster) = (self.cfg.graveyard.clone(), dep.to_string(), self.poster.clone());
         let spawned = std::thread::Builder::new().name("lock-waiter".into()).stack_size(64 * 1024).spawn(move || {
             if fsutil::wait_lock_released(&graveyard, &name).is_ok() {
-                let _ = tx.send(Event::LockReleased(name));
+                poster.post(Event::LockReleased(name));
             }
         });
         match spawned {
@@ -363,7 +409,7 @@ impl Supervisor {
     fn start_probe(&self) {
         let Some(probe) = self.cfg.ready_probe.clone() else { return };
         let (interval, timeout) = (self.cfg.ready_interval, self.cfg.ready_timeout);
-        let (tx, stop, span) = (self.tx.clone(), self.probe_stop.clone(), tracing::Span::current());
+        let (poster, stop, span) = (self.poster.clone(), self.probe_stop.clone(), tracing::Span::current());
         let spawned = std::thread::Builder::new().name("ready-probe".into()).stack_size(128 * 1024).spawn(move || {
             let _e = span.enter();
             info!(probe = %probe.describe(), interval = %format_go_duration(interval), "checking the child's readiness");
@@ -371,7 +417,7 @@ impl Supervisor {
             while !stop.load(Ordering::Relaxed) {
                 match probe.check(timeout) {
                     Ok(()) => {
-                        let _ = tx.send(Event::Ready);
+                        poster.post(Event::Ready);
                         return;
                     }
                     Err(e) => {
@@ -463,6 +509,8 @@ impl Supervisor {
                 },
                 Action::Signal { signal, group, why } => {
                     if let Some(child) = &self.child {
+                        // signal first, log after: formatting is not on the critical path
+                        let sent = process::send(child, signal, group);
                         info!(
                             signal = signal.as_str(),
                             pid = child.pid.as_raw(),
@@ -470,7 +518,7 @@ impl Supervisor {
                             "sending {} to the child: {why}",
                             signal.as_str()
                         );
-                        if let Err(e) = process::send(child, signal, group) {
+                        if let Err(e) = sent {
                             error!("cannot send {}: {e}", signal.as_str());
                         }
                     }

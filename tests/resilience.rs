@@ -223,6 +223,7 @@ fn inotify_that_cannot_be_initialised() {
             .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
             .env("KUBEXIT_WATCH", watch)
             .env("KUBEXIT_POLL_INTERVAL", "50ms")
+            .env("KUBEXIT_DEATH_DEPS", "nobody") // something to watch
             .output()
             .unwrap()
     };

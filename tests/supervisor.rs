@@ -481,3 +481,13 @@ fn binary_is_static() {
         .collect();
     assert!(!types.contains(&3), "PT_INTERP present: dynamically linked");
 }
+
+#[test]
+fn child_starts_with_no_signal_blocked_or_ignored() {
+    // sexton blocks the signals it reads from its signalfd; the child must not inherit that
+    let pod = Pod::new("sigmask");
+    let mut c = pod.container("app", &[], &["sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status > \"$POD/mask\""]);
+    assert_eq!(c.wait(), 0);
+    let mask = fs::read_to_string(pod.path("mask")).unwrap();
+    assert!(mask.contains("SigBlk:\t0000000000000000"), "{mask}");
+}
