@@ -16,8 +16,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-K8S_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$ROOT/testenv/go.mod")"
-CACHE="${SEXTON_TESTENV_CACHE:-$HOME/.cache/sexton-testenv}/$K8S_VERSION"
+K8S_VERSION="$(sed -nE 's/^(require)?[[:space:]]*k8s\.io\/kubernetes (v[0-9.]+).*/\2/p' "$ROOT/testenv/go.mod" | head -1)"
+[ -n "$K8S_VERSION" ] || { echo "testenv: error: no k8s.io/kubernetes version in testenv/go.mod" >&2; exit 1; }
+CACHE_ROOT="${SEXTON_TESTENV_CACHE:-$HOME/.cache/sexton-testenv}"
+CACHE="$CACHE_ROOT/$K8S_VERSION"
 STATE="${SEXTON_TESTENV_STATE:-/tmp/sexton-testenv}"
 API_PORT="${SEXTON_API_PORT:-16443}"
 ETCD_PORT="${SEXTON_ETCD_PORT:-23790}"
@@ -60,6 +62,10 @@ alive() { [ -f "$STATE/$1.pid" ] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null
 
 ready() {
   [ -f "$KUBECONFIG_FILE" ] && KUBECONFIG="$KUBECONFIG_FILE" kubectl get --raw /readyz >/dev/null 2>&1
+}
+
+default_sa_exists() {
+  KUBECONFIG="$KUBECONFIG_FILE" kubectl -n default get serviceaccount default -o name >/dev/null 2>&1
 }
 
 certs() {
@@ -178,7 +184,7 @@ up() {
     --use-service-account-credentials=true \
     --controllers serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,job-controller,ttl-after-finished-controller,root-ca-certificate-publisher-controller
   # the default ServiceAccount appearing proves the controller manager works
-  wait_for kube-controller-manager 60 env KUBECONFIG="$KUBECONFIG_FILE" kubectl -n default get serviceaccount default -o name
+  wait_for kube-controller-manager 60 default_sa_exists
   log "up: kube-apiserver $K8S_VERSION on https://127.0.0.1:$API_PORT (KUBECONFIG=$KUBECONFIG_FILE)"
 }
 
@@ -188,7 +194,8 @@ down_quiet() {
     if [ -f "$STATE/$name.pid" ]; then
       p="$(cat "$STATE/$name.pid")"
       # only a process running our binary: a stale PID file must not kill a stranger
-      if kill -0 "$p" 2>/dev/null && [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$CACHE/$name" ]; then
+      local exe; exe="$(readlink "/proc/$p/exe" 2>/dev/null || true)"; exe="${exe% (deleted)}"
+      if kill -0 "$p" 2>/dev/null && [ "$(basename "$exe")" = "$name" ] && [ "${exe#"$CACHE_ROOT"}" != "$exe" ]; then
         kill "$p" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$p" 2>/dev/null || true

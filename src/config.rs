@@ -109,6 +109,30 @@ pub const SETTINGS: &[Setting] = &[
         help: "Which deaths of a death dependency stop the child: `any`, or only `success` (exit code 0; use with restartPolicy OnFailure, where a failed main is restarted).",
     },
     Setting {
+        id: "pod_name",
+        flag: "pod-name",
+        env: "KUBEXIT_POD_NAME",
+        default: Some(""),
+        value_name: "NAME",
+        help: "This pod's name. With KUBEXIT_NAMESPACE, birth dependencies are containers of this pod whose status says ready in the Kubernetes API (kubexit behaviour; works for containers not wrapped by sexton). Set it from the downward API (fieldRef metadata.name).",
+    },
+    Setting {
+        id: "namespace",
+        flag: "namespace",
+        env: "KUBEXIT_NAMESPACE",
+        default: Some(""),
+        value_name: "NAMESPACE",
+        help: "This pod's namespace (downward API: fieldRef metadata.namespace); with KUBEXIT_POD_NAME.",
+    },
+    Setting {
+        id: "kubeconfig",
+        flag: "kubeconfig",
+        env: "KUBEXIT_KUBECONFIG",
+        default: Some(""),
+        value_name: "FILE",
+        help: "Kubeconfig for the API (local runs); default: the pod's service account (in-cluster).",
+    },
+    Setting {
         id: "watch",
         flag: "watch",
         env: "KUBEXIT_WATCH",
@@ -224,6 +248,13 @@ pub enum DeathTrigger {
     Success,
 }
 
+/// This pod, for birth dependencies through the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub name: String,
+    pub namespace: String,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatchMode {
     Auto,
@@ -260,6 +291,8 @@ pub struct Config {
     pub signal_group: bool,
     pub dep_exit_code: DepExitCode,
     pub death_trigger: DeathTrigger,
+    pub pod: Option<PodRef>,
+    pub kubeconfig: Option<PathBuf>,
     pub watch: WatchMode,
     pub poll_interval: Duration,
     pub ready_probe: Option<Probe>,
@@ -362,6 +395,33 @@ impl Config {
             _ => return Err(err(s, &raw, "expected `any` or `success`".into())),
         };
 
+        let (raw_pod, s_pod) = get("pod_name");
+        let (raw_ns, s_ns) = get("namespace");
+        let pod = match (raw_pod.value.trim(), raw_ns.value.trim()) {
+            ("", "") => None,
+            (p, "") => {
+                return Err(ConfigError {
+                    origin: s_ns.env.into(),
+                    value: None,
+                    problem: format!("required when {}={p:?} is set (the pod's namespace, from the downward API)", s_pod.env),
+                });
+            }
+            ("", n) => {
+                return Err(ConfigError {
+                    origin: s_pod.env.into(),
+                    value: None,
+                    problem: format!("required when {}={n:?} is set (the pod's name, from the downward API)", s_ns.env),
+                });
+            }
+            (p, n) => {
+                validate_subdomain(p).map_err(|e| err(s_pod, &raw_pod, e))?;
+                validate_name(n).map_err(|e| err(s_ns, &raw_ns, e))?;
+                Some(PodRef { name: p.into(), namespace: n.into() })
+            }
+        };
+        let (raw, _) = get("kubeconfig");
+        let kubeconfig = Some(raw.value.trim()).filter(|v| !v.is_empty()).map(PathBuf::from);
+
         let (raw, s) = get("watch");
         let watch = match raw.value.trim().to_ascii_lowercase().as_str() {
             "auto" => WatchMode::Auto,
@@ -449,6 +509,8 @@ impl Config {
             signal_group,
             dep_exit_code,
             death_trigger,
+            pod,
+            kubeconfig,
             watch,
             poll_interval,
             ready_probe,
@@ -491,6 +553,17 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     if !alnum(name.chars().next()) || !alnum(name.chars().last()) {
         return Err("must start and end with a lower-case letter or digit (DNS-1123 label)".into());
+    }
+    Ok(())
+}
+
+/// A DNS-1123 subdomain (pod names): lower-case labels joined by dots, at most 253.
+pub fn validate_subdomain(name: &str) -> Result<(), String> {
+    if name.len() > 253 {
+        return Err(format!("is {} characters long; at most 253", name.len()));
+    }
+    for label in name.split('.') {
+        validate_name(label).map_err(|e| format!("part {label:?} {e}"))?;
     }
     Ok(())
 }
@@ -744,6 +817,10 @@ mod tests {
             (&[("name", "a"), ("death_trigger", "fail")], &["x"], "invalid KUBEXIT_DEATH_TRIGGER"),
             (&[("name", "a"), ("log_format", "xml")], &["x"], "invalid KUBEXIT_LOG_FORMAT"),
             (&[("name", "a"), ("watch", "fanotify")], &["x"], "invalid KUBEXIT_WATCH=\"fanotify\""),
+            (&[("name", "a"), ("pod_name", "job-x")], &["x"], "KUBEXIT_NAMESPACE: required when KUBEXIT_POD_NAME=\"job-x\""),
+            (&[("name", "a"), ("namespace", "ns")], &["x"], "KUBEXIT_POD_NAME: required when KUBEXIT_NAMESPACE=\"ns\""),
+            (&[("name", "a"), ("pod_name", "Job_X"), ("namespace", "ns")], &["x"], "invalid KUBEXIT_POD_NAME=\"Job_X\""),
+            (&[("name", "a"), ("pod_name", "p"), ("namespace", "a.b")], &["x"], "invalid KUBEXIT_NAMESPACE=\"a.b\""),
             (&[("name", "a"), ("poll_interval", "1ms")], &["x"], "invalid KUBEXIT_POLL_INTERVAL=\"1ms\": must be at least 10ms"),
             (&[("name", "a"), ("ready_probe", "udp://1.2.3.4:5")], &["x"], "invalid KUBEXIT_READY_PROBE=\"udp://1.2.3.4:5\""),
             (&[("name", "a"), ("ready_probe", "tcp://127.0.0.1")], &["x"], "port"),
@@ -789,6 +866,10 @@ mod tests {
         assert_eq!(c.shutdown_hooks[0].host, "proxy.internal");
         let d = cfg(&[("name", "a")], &["x"]).unwrap();
         assert_eq!((d.watch, d.poll_interval, d.ready_probe.is_none()), (WatchMode::Auto, Duration::from_secs(1), true));
+        assert!(d.pod.is_none() && d.kubeconfig.is_none());
+        let c = cfg(&[("name", "a"), ("pod_name", "job-abc.x"), ("namespace", "team-a"), ("kubeconfig", "/k")], &["x"]).unwrap();
+        assert_eq!(c.pod, Some(PodRef { name: "job-abc.x".into(), namespace: "team-a".into() }));
+        assert_eq!(c.kubeconfig, Some(PathBuf::from("/k")));
     }
 
     #[test]

@@ -83,6 +83,9 @@ pub enum Reason {
     TerminatedBeforeStart,
     /// Birth dependencies were not ready in time: the child was never started.
     BirthTimeout,
+    /// The Kubernetes API refused to tell whether birth dependencies are ready (403 and
+    /// the like): the child was never started.
+    BirthApiError,
     /// The command could not be executed.
     SpawnFailed,
 }
@@ -96,6 +99,7 @@ impl Reason {
             Reason::DependencyDeadBeforeStart => "dependency-dead-before-start",
             Reason::TerminatedBeforeStart => "terminated-before-start",
             Reason::BirthTimeout => "birth-timeout",
+            Reason::BirthApiError => "birth-api-error",
             Reason::SpawnFailed => "spawn-failed",
         }
     }
@@ -149,6 +153,9 @@ pub struct Policy {
     pub signal_group: bool,
     pub dep_exit_code: DepExitCode,
     pub death_trigger: DeathTrigger,
+    /// Readiness of birth deps comes from the pod's status in the Kubernetes API
+    /// (`containerStatuses[].ready`), not from tombstones.
+    pub birth_via_api: bool,
 }
 
 impl Policy {
@@ -162,6 +169,7 @@ impl Policy {
             signal_group: c.signal_group,
             dep_exit_code: c.dep_exit_code,
             death_trigger: c.death_trigger,
+            birth_via_api: c.pod.is_some() && !c.birth_deps.is_empty(),
         }
     }
 }
@@ -181,11 +189,13 @@ pub struct Core {
     policy: Policy,
     phase: Phase,
     deps: BTreeMap<String, DepState>,
+    /// Birth deps the API says are ready (when `birth_via_api`).
+    api_ready: std::collections::BTreeSet<String>,
 }
 
 impl Core {
     pub fn new(policy: Policy) -> Core {
-        Core { policy, phase: Phase::Created, deps: BTreeMap::new() }
+        Core { policy, phase: Phase::Created, deps: BTreeMap::new(), api_ready: Default::default() }
     }
 
     pub fn phase(&self) -> &Phase {
@@ -196,10 +206,12 @@ impl Core {
         &self.policy
     }
 
-    /// Every dependency this container watches (death and birth), each once.
+    /// Every dependency whose tombstone this container watches (death deps, and birth
+    /// deps unless their readiness comes from the API), each once.
     pub fn watched(&self) -> Vec<String> {
         let mut v = self.policy.death_deps.clone();
-        for b in &self.policy.birth_deps {
+        let birth: &[String] = if self.policy.birth_via_api { &[] } else { &self.policy.birth_deps };
+        for b in birth {
             if !v.contains(b) {
                 v.push(b.clone());
             }
@@ -242,9 +254,35 @@ impl Core {
         self.policy
             .birth_deps
             .iter()
-            .filter(|d| !matches!(self.dep_state(d), DepState::Alive { ready: true }))
+            .filter(|d| {
+                if self.policy.birth_via_api {
+                    !self.api_ready.contains(*d)
+                } else {
+                    !matches!(self.dep_state(d), DepState::Alive { ready: true })
+                }
+            })
             .cloned()
             .collect()
+    }
+
+    /// The API says exactly these containers of the pod are ready now.
+    pub fn on_api_ready(&mut self, ready: &[String], _now: Instant) -> Vec<Action> {
+        self.api_ready = ready.iter().filter(|r| self.policy.birth_deps.contains(r)).cloned().collect();
+        match self.phase {
+            Phase::WaitingBirth { .. } if self.not_ready().is_empty() => self.spawn(),
+            _ => vec![],
+        }
+    }
+
+    /// The API cannot be asked (forbidden, misconfigured): waiting would only end in the
+    /// birth timeout, so end now without starting the child.
+    pub fn on_api_error(&mut self, message: String) -> Vec<Action> {
+        match self.phase {
+            Phase::Created | Phase::WaitingBirth { .. } => {
+                self.not_started(Reason::BirthApiError, 1, None, format!("{message}; not starting the child"))
+            }
+            _ => vec![],
+        }
     }
 
     fn describe_dead(&self, dep: &str) -> String {
@@ -471,7 +509,42 @@ mod tests {
             signal_group: false,
             dep_exit_code: DepExitCode::Zero,
             death_trigger: DeathTrigger::Any,
+            birth_via_api: false,
         }
+    }
+
+    #[test]
+    fn birth_deps_through_the_api() {
+        let t0 = Instant::now();
+        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into(), "db".into()], birth_via_api: true, ..policy() });
+        assert_eq!(c.watched(), vec!["main"], "birth deps are not read from tombstones");
+        // tombstones say nothing about readiness in API mode
+        c.on_dep("proxy", DepState::Alive { ready: true }, t0);
+        assert!(c.start(t0).is_empty());
+        assert_eq!(c.not_ready(), vec!["proxy", "db"]);
+        assert!(c.on_api_ready(&["proxy".into(), "unrelated".into()], t0).is_empty());
+        assert_eq!(c.not_ready(), vec!["db"]);
+        // readiness can be lost again
+        assert!(c.on_api_ready(&["db".into()], t0).is_empty());
+        assert_eq!(c.not_ready(), vec!["proxy"]);
+        assert_eq!(c.on_api_ready(&["db".into(), "proxy".into()], t0), vec![Action::Spawn]);
+        // once running, API errors change nothing
+        assert!(c.on_api_error("boom".into()).is_empty());
+    }
+
+    #[test]
+    fn api_error_ends_the_wait() {
+        let t0 = Instant::now();
+        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into()], birth_via_api: true, ..policy() });
+        c.start(t0);
+        let o = finish(&c.on_api_error("forbidden: needs get, list, watch on pods".into())).clone();
+        assert_eq!((o.reason, o.exit_code), (Reason::BirthApiError, 1));
+        assert!(o.message.contains("forbidden") && o.message.contains("not starting"));
+        // a timeout names the deps the API did not report ready
+        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into()], birth_via_api: true, ..policy() });
+        c.start(t0);
+        let o = finish(&c.tick(t0 + Duration::from_secs(30))).clone();
+        assert!(o.message.contains("proxy"));
     }
 
     fn dead(code: Option<i32>) -> DepState {

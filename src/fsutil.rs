@@ -24,7 +24,21 @@ fn temp_path(dir: &Path, name: &str) -> PathBuf {
 /// fsync, chmod, rename over the target. rename(2) replaces a symlink at the target rather
 /// than following it, and readers see either the old or the new content, never a mix.
 pub fn atomic_write(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_then_rename(dir, name, bytes, mode, true)
+}
+
+/// Like `atomic_write`, but renames first and fsyncs after: for records that others are
+/// waiting for (a death). Readers never depend on the fsync (atomicity comes from the
+/// rename); it only buys durability across a crash of the node, which an emptyDir does not
+/// outlive usefully, and on a journaled disk it can cost milliseconds. After such a crash
+/// the file could read empty, which readers take as "not dead": the safe side.
+pub fn atomic_write_urgent(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_then_rename(dir, name, bytes, mode, false)
+}
+
+fn write_then_rename(dir: &Path, name: &str, bytes: &[u8], mode: u32, sync_first: bool) -> io::Result<()> {
     let tmp = temp_path(dir, name);
+    let mut file = None;
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -34,11 +48,20 @@ pub fn atomic_write(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Resu
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.set_permissions(fs::Permissions::from_mode(mode))?;
-        f.sync_all()?;
-        fs::rename(&tmp, dir.join(name))
+        if sync_first {
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, dir.join(name))?;
+        file = Some(f);
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
+    } else if let Some(f) = file.filter(|_| !sync_first) {
+        let _ = f.sync_all();
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
     }
     result
 }

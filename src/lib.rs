@@ -2,6 +2,8 @@
 //! depend on exit. Layers: a pure core (`config`, `tombstone`, `core`), OS glue
 //! (`fsutil`, `process`, `watch`, `supervisor`) and the CLI (`cli`).
 
+#[cfg(feature = "api")]
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod core;

@@ -34,6 +34,10 @@ pub enum Event {
     Ready,
     /// The lock of this dependency was released (its supervisor is gone).
     LockReleased(String),
+    /// The Kubernetes API says these containers of the pod are ready now.
+    ApiReady(Vec<String>),
+    /// The Kubernetes API cannot be asked (forbidden, no credentials).
+    ApiFatal(String),
 }
 
 /// How a helper thread posts an event: a channel, plus an eventfd that wakes the loop.
@@ -201,6 +205,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         locks_work,
         lock_waiters: Default::default(),
     };
+    sup.start_api_watch()?;
     Ok(sup.run_loop(&rx, &sigfd, watcher.as_ref()))
 }
 
@@ -292,6 +297,14 @@ impl Supervisor {
                         Event::LockReleased(dep) => {
                             self.lock_waiters.remove(&dep);
                             self.on_changed(&dep, now)
+                        }
+                        Event::ApiReady(ready) => {
+                            debug!(ready = ?ready, "ready containers according to the API");
+                            self.core.on_api_ready(&ready, now)
+                        }
+                        Event::ApiFatal(message) => {
+                            error!("{message}");
+                            self.core.on_api_error(message)
                         }
                     };
                     if let Some(code) = self.execute(actions) {
@@ -395,6 +408,32 @@ impl Supervisor {
         }
     }
 
+    /// Birth deps through the Kubernetes API: one watch of this pod on its own thread.
+    fn start_api_watch(&self) -> Result<(), SetupError> {
+        let Some(pod) = self.cfg.pod.clone() else { return Ok(()) };
+        if self.cfg.birth_deps.is_empty() {
+            return Ok(());
+        }
+        #[cfg(feature = "api")]
+        {
+            let poster = self.poster.clone();
+            crate::api::spawn(pod, self.cfg.kubeconfig.clone(), self.probe_stop.clone(), move |ev| {
+                poster.post(match ev {
+                    crate::api::ApiEvent::Ready(r) => Event::ApiReady(r),
+                    crate::api::ApiEvent::Fatal(m) => Event::ApiFatal(m),
+                })
+            })
+            .map_err(|e| SetupError(format!("cannot start the API watch thread: {e}")))
+        }
+        #[cfg(not(feature = "api"))]
+        {
+            let _ = pod;
+            Err(SetupError(
+                "invalid KUBEXIT_POD_NAME: this sexton was built without the `api` feature, so birth dependencies cannot be read from the Kubernetes API; unset KUBEXIT_POD_NAME/KUBEXIT_NAMESPACE to use tombstones".into(),
+            ))
+        }
+    }
+
     /// The readiness probe succeeded: record `Ready`.
     fn on_ready(&mut self) {
         if self.child.is_some() && self.tombstone.ready.is_none() && self.tombstone.died.is_none() {
@@ -476,7 +515,9 @@ impl Supervisor {
     }
 
     fn write_tombstone(&self) {
-        if let Err(e) = fsutil::atomic_write(self.graveyard(), &self.cfg.name, &self.tombstone.encode(), 0o644) {
+        // a death is waited for by others: make it visible before making it durable
+        let write = if self.tombstone.died.is_some() { fsutil::atomic_write_urgent } else { fsutil::atomic_write };
+        if let Err(e) = write(self.graveyard(), &self.cfg.name, &self.tombstone.encode(), 0o644) {
             error!(
                 "cannot write tombstone {}: {e}",
                 self.graveyard().join(&self.cfg.name).display()

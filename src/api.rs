@@ -1,0 +1,158 @@
+//! Birth dependencies through the Kubernetes API (kubexit's behaviour): a birth dependency
+//! is a container of this pod whose status says `ready: true`. That works for containers
+//! not wrapped by sexton (injected proxies). One watch of one pod (field selector on its
+//! name), resumed after disconnects and API server restarts, on a thread of its own with a
+//! small single-threaded tokio runtime; results are posted to the supervisor's loop. The
+//! supervisor's birth timeout bounds the whole wait.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, WatchEvent, WatchParams};
+use kube::{Client, Config};
+use tracing::{debug, info, warn};
+
+use crate::config::PodRef;
+
+pub enum ApiEvent {
+    /// These containers of the pod are ready now (the complete list).
+    Ready(Vec<String>),
+    /// Asking is pointless (forbidden, no credentials): the message says what to fix.
+    Fatal(String),
+}
+
+/// Names of the pod's containers (init containers included: native sidecars) that are
+/// ready. The pod is read untyped: only these fields are needed, and the typed `Pod` would
+/// bring the deserializer of the whole pod spec into the in-pod binary.
+pub fn ready_containers(pod: &DynamicObject) -> Vec<String> {
+    let status = &pod.data["status"];
+    ["containerStatuses", "initContainerStatuses"]
+        .iter()
+        .filter_map(|k| status[*k].as_array())
+        .flatten()
+        .filter(|c| c["ready"].as_bool() == Some(true))
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn forbidden(pod: &PodRef, detail: &str) -> String {
+    format!(
+        "the Kubernetes API refused to show pod {}/{} ({detail}): the pod's service account needs a Role in namespace {:?} with rules [{{apiGroups: [\"\"], resources: [\"pods\"], verbs: [\"get\", \"list\", \"watch\"]}}] and a RoleBinding to it (see examples/rbac-birth-deps.yaml)",
+        pod.namespace, pod.name, pod.namespace
+    )
+}
+
+async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, String> {
+    let config = match kubeconfig {
+        #[cfg(feature = "kubeconfig")]
+        Some(path) => {
+            use kube::config::{KubeConfigOptions, Kubeconfig};
+            let kc = Kubeconfig::read_from(&path)
+                .map_err(|e| format!("invalid KUBEXIT_KUBECONFIG={:?}: {e}", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("invalid KUBEXIT_KUBECONFIG={:?}: {e}", path.display()))?
+        }
+        #[cfg(not(feature = "kubeconfig"))]
+        Some(path) => {
+            return Err(format!(
+                "invalid KUBEXIT_KUBECONFIG={:?}: this sexton was built without the `kubeconfig` feature (it keeps a YAML parser out of the in-pod binary); use the pod's service account, or build with --features kubeconfig",
+                path.display()
+            ));
+        }
+        None => Config::incluster().map_err(|e| {
+            format!("no in-cluster credentials for the Kubernetes API ({e}); is a service account token mounted? (or set KUBEXIT_KUBECONFIG)")
+        })?,
+    };
+    Client::try_from(config).map_err(|e| format!("cannot create a Kubernetes client: {e}"))
+}
+
+/// Starts watching `pod` on a thread of its own; `post` receives the results.
+pub fn spawn(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBool>, post: impl Fn(ApiEvent) + Send + 'static) -> std::io::Result<()> {
+    let span = tracing::Span::current();
+    std::thread::Builder::new().name("api-watch".into()).spawn(move || {
+        let _e = span.enter();
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => return post(ApiEvent::Fatal(format!("cannot start the API client runtime: {e}"))),
+        };
+        rt.block_on(watch_pod(pod, kubeconfig, stop, post));
+    })?;
+    Ok(())
+}
+
+async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBool>, post: impl Fn(ApiEvent)) {
+    let client = match client(kubeconfig).await {
+        Ok(c) => c,
+        Err(e) => return post(ApiEvent::Fatal(e)),
+    };
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &pod.namespace, &resource);
+    let fields = format!("metadata.name={}", pod.name);
+    let mut pause = Duration::from_millis(100);
+    let mut announced = false;
+    while !stop.load(Ordering::Relaxed) {
+        // list (get) for the current state and resourceVersion, then watch from there
+        let version = match api.get(&pod.name).await {
+            Ok(p) => {
+                pause = Duration::from_millis(100);
+                if !announced {
+                    info!(pod = %pod.name, namespace = %pod.namespace, "watching the pod's container readiness through the Kubernetes API");
+                    announced = true;
+                }
+                post(ApiEvent::Ready(ready_containers(&p)));
+                p.metadata.resource_version.unwrap_or_default()
+            }
+            Err(kube::Error::Api(e)) if e.code == 403 || e.code == 401 => {
+                return post(ApiEvent::Fatal(forbidden(&pod, &format!("HTTP {}: {}", e.code, e.message))));
+            }
+            Err(e) => {
+                warn!("cannot read pod {}/{} ({e}); retrying in {pause:?}", pod.namespace, pod.name);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        let params = WatchParams::default().fields(&fields).timeout(290);
+        let stream = match api.watch(&params, &version).await {
+            Ok(s) => s,
+            Err(kube::Error::Api(e)) if e.code == 403 || e.code == 401 => {
+                return post(ApiEvent::Fatal(forbidden(&pod, &format!("watch: HTTP {}: {}", e.code, e.message))));
+            }
+            Err(e) => {
+                warn!("cannot watch pod {}/{} ({e}); retrying in {pause:?}", pod.namespace, pod.name);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match ev {
+                Ok(WatchEvent::Added(p)) | Ok(WatchEvent::Modified(p)) => post(ApiEvent::Ready(ready_containers(&p))),
+                Ok(WatchEvent::Deleted(_)) => post(ApiEvent::Ready(vec![])),
+                Ok(WatchEvent::Bookmark(_)) => {}
+                Ok(WatchEvent::Error(e)) if e.code == 403 => {
+                    return post(ApiEvent::Fatal(forbidden(&pod, &format!("watch: {}", e.message))));
+                }
+                Ok(WatchEvent::Error(e)) => {
+                    debug!("watch ended: {} ({}); listing again", e.message, e.code);
+                    break;
+                }
+                Err(e) => {
+                    debug!("watch stream broke ({e}); listing again");
+                    break;
+                }
+            }
+        }
+        // normal end of a watch (server timeout) or a disconnect: list again, after a
+        // short pause so a restarting API server is not hammered
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
