@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests of the pure core and integration tests that run the real
-# (static, release) binary as PID 1 of separate PID namespaces. Installs what it needs.
+# Runs every test: unit tests of the pure core, integration tests that run the real
+# (static, release) binary as PID 1 of separate PID namespaces, and tests against a real
+# kube-apiserver built from Go modules. Installs and builds what it needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,5 +29,18 @@ if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
   echo "the integration tests need to create PID namespaces (run as root)" >&2
   exit 1
 fi
+
+need openssl || apt_install openssl
+need go || { echo "Go >= 1.24 is needed to build the test control plane (testenv/go.mod)" >&2; exit 1; }
+# kubectl: the machine's, else one built from the same Kubernetes release
+need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
+
+# The test control plane (etcd, kube-apiserver, kube-controller-manager) for tests/api.rs:
+# built from Go modules on first use (cached in ~/.cache/sexton-testenv), started on
+# 127.0.0.1, and stopped again at the end if this run started it.
+if ! scripts/testenv.sh status >/dev/null 2>&1; then
+  trap 'scripts/testenv.sh down' EXIT
+fi
+scripts/testenv.sh up
 
 cargo test --release --all-targets "$@"

@@ -9,6 +9,8 @@
 #   scripts/testenv.sh down    stop what `up` started (by PID) and remove its state
 #   scripts/testenv.sh build   only build/cache the binaries
 #   scripts/testenv.sh status  say whether it is up
+#   scripts/testenv.sh restart-apiserver   restart the API server alone (etcd data kept)
+#   scripts/testenv.sh kubectl-dir         build kubectl (same release) if needed, print its directory
 #
 # Settings (environment): SEXTON_TESTENV_CACHE (default ~/.cache/sexton-testenv),
 # SEXTON_TESTENV_STATE (default /tmp/sexton-testenv), SEXTON_API_PORT (16443),
@@ -163,17 +165,7 @@ up() {
     --unsafe-no-fsync --quota-backend-bytes 1073741824
   wait_for etcd 30 port_in_use "$ETCD_PORT"
 
-  start kube-apiserver "$CACHE/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
-    --tls-cert-file "$STATE/pki/apiserver.crt" --tls-private-key-file "$STATE/pki/apiserver.key" \
-    --client-ca-file "$STATE/pki/ca.crt" \
-    --authorization-mode Node,RBAC \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file "$STATE/pki/sa.pub" --service-account-signing-key-file "$STATE/pki/sa.key" \
-    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \
-    --enable-priority-and-fairness=false --endpoint-reconciler-type none
-  wait_for kube-apiserver 120 ready
+  start_apiserver
 
   start kube-controller-manager "$CACHE/kube-controller-manager" \
     --kubeconfig "$STATE/controller-manager.kubeconfig" \
@@ -186,6 +178,33 @@ up() {
   # the default ServiceAccount appearing proves the controller manager works
   wait_for kube-controller-manager 60 default_sa_exists
   log "up: kube-apiserver $K8S_VERSION on https://127.0.0.1:$API_PORT (KUBECONFIG=$KUBECONFIG_FILE)"
+}
+
+start_apiserver() {
+  start kube-apiserver "$CACHE/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --tls-cert-file "$STATE/pki/apiserver.crt" --tls-private-key-file "$STATE/pki/apiserver.key" \
+    --client-ca-file "$STATE/pki/ca.crt" \
+    --authorization-mode Node,RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$STATE/pki/sa.pub" --service-account-signing-key-file "$STATE/pki/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \
+    --enable-priority-and-fairness=false --endpoint-reconciler-type none
+  wait_for kube-apiserver 120 ready
+}
+
+# Stops and starts the API server alone, keeping etcd's data and the certificates (tests
+# of clients that must survive an API server restart).
+restart_apiserver() {
+  alive etcd || die "not up"
+  local p; p="$(cat "$STATE/kube-apiserver.pid")"
+  kill "$p" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$p" 2>/dev/null || true
+  while port_in_use "$API_PORT"; do sleep 0.1; done
+  start_apiserver
+  log "kube-apiserver restarted"
 }
 
 down_quiet() {
@@ -211,5 +230,15 @@ case "${1:-}" in
   env) echo "export KUBECONFIG=$KUBECONFIG_FILE" ;;
   build) build ;;
   status) if alive kube-apiserver && ready; then echo "up"; else echo "down"; exit 1; fi ;;
-  *) echo "usage: $0 up|down|env|build|status" >&2; exit 2 ;;
+  restart-apiserver) restart_apiserver ;;
+  kubectl-dir)
+    if [ ! -x "$CACHE/kubectl" ]; then
+      mkdir -p "$CACHE"
+      (cd "$ROOT/testenv" && GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0 \
+        go build -trimpath -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitVersion=$K8S_VERSION" \
+        -o "$CACHE/.kubectl.tmp" k8s.io/kubernetes/cmd/kubectl) >&2
+      mv "$CACHE/.kubectl.tmp" "$CACHE/kubectl"
+    fi
+    echo "$CACHE" ;;
+  *) echo "usage: $0 up|down|env|build|status|restart-apiserver" >&2; exit 2 ;;
 esac

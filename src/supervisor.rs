@@ -154,7 +154,8 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
 
     // Watch first, then scan: a death between the two is seen by the watch, a death
     // before both by the scan (kubexit bug #8 lost it).
-    let has_deps = !(cfg.death_deps.is_empty() && cfg.birth_deps.is_empty());
+    // tombstones to watch: death deps, and birth deps unless the API says who is ready
+    let has_deps = !cfg.death_deps.is_empty() || (!cfg.birth_deps.is_empty() && cfg.pod.is_none());
     let (watcher, poll) = match cfg.watch {
         // nothing to watch (a main container): no inotify instance, no thread, no poll
         _ if !has_deps => (None, None),

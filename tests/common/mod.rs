@@ -4,6 +4,8 @@
 //! is bounded; conditions are awaited, never slept on.
 #![allow(dead_code)]
 
+pub mod kube_env;
+
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -91,6 +93,16 @@ impl Pod {
             .stderr(File::create(&log).unwrap());
         let child = c.spawn().expect("spawn container");
         Container { name: name.to_string(), child, log, pidns, root: self.root.clone() }
+    }
+
+    /// Runs an arbitrary command line as a container (its stdout/stderr kept like others').
+    pub fn spawn(&self, name: &str, mut c: Command) -> Container {
+        let log = self.root.join(format!("{name}.log"));
+        c.stdin(Stdio::null())
+            .stdout(File::create(self.root.join(format!("{name}.out"))).unwrap())
+            .stderr(File::create(&log).unwrap());
+        let child = c.spawn().expect("spawn container");
+        Container { name: name.to_string(), child, log, pidns: true, root: self.root.clone() }
     }
 
     pub fn tombstone_path(&self, name: &str) -> PathBuf {
