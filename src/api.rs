@@ -38,6 +38,35 @@ pub fn ready_containers(pod: &DynamicObject) -> Vec<String> {
         .collect()
 }
 
+/// A 403 is not always final: an API server that has just (re)started answers 403 until
+/// its RBAC caches are filled (seen in the tests). Before the first successful read, a 403
+/// that persists for `GRACE` is reported as missing RBAC; after one, 403s are retried like
+/// any outage (the birth timeout still bounds the wait).
+#[derive(Default)]
+struct Forbidden {
+    since: Option<std::time::Instant>,
+    ever_read: bool,
+}
+
+impl Forbidden {
+    const GRACE: Duration = Duration::from_secs(3);
+
+    fn read_ok(&mut self) {
+        self.since = None;
+        self.ever_read = true;
+    }
+
+    /// `Some(message)` when the 403 should end the wait.
+    fn check(&mut self, pod: &PodRef, detail: String) -> Option<String> {
+        let since = *self.since.get_or_insert_with(std::time::Instant::now);
+        if !self.ever_read && since.elapsed() >= Self::GRACE {
+            return Some(forbidden(pod, &detail));
+        }
+        warn!("{detail}; retrying (an API server that has just started answers 403 until its RBAC caches are filled)");
+        None
+    }
+}
+
 fn forbidden(pod: &PodRef, detail: &str) -> String {
     format!(
         "the Kubernetes API refused to show pod {}/{} ({detail}): the pod's service account needs a Role in namespace {:?} with rules [{{apiGroups: [\"\"], resources: [\"pods\"], verbs: [\"get\", \"list\", \"watch\"]}}] and a RoleBinding to it (see examples/rbac-birth-deps.yaml)",
@@ -94,11 +123,13 @@ async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBoo
     let fields = format!("metadata.name={}", pod.name);
     let mut pause = Duration::from_millis(100);
     let mut announced = false;
+    let mut forbidden_rule = Forbidden::default();
     while !stop.load(Ordering::Relaxed) {
         // list (get) for the current state and resourceVersion, then watch from there
         let version = match api.get(&pod.name).await {
             Ok(p) => {
                 pause = Duration::from_millis(100);
+                forbidden_rule.read_ok();
                 if !announced {
                     info!(pod = %pod.name, namespace = %pod.namespace, "watching the pod's container readiness through the Kubernetes API");
                     announced = true;
@@ -107,7 +138,11 @@ async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBoo
                 p.metadata.resource_version.unwrap_or_default()
             }
             Err(kube::Error::Api(e)) if e.code == 403 || e.code == 401 => {
-                return post(ApiEvent::Fatal(forbidden(&pod, &format!("HTTP {}: {}", e.code, e.message))));
+                if let Some(msg) = forbidden_rule.check(&pod, format!("HTTP {}: {}", e.code, e.message)) {
+                    return post(ApiEvent::Fatal(msg));
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
             }
             Err(e) => {
                 warn!("cannot read pod {}/{} ({e}); retrying in {pause:?}", pod.namespace, pod.name);
@@ -120,7 +155,11 @@ async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBoo
         let stream = match api.watch(&params, &version).await {
             Ok(s) => s,
             Err(kube::Error::Api(e)) if e.code == 403 || e.code == 401 => {
-                return post(ApiEvent::Fatal(forbidden(&pod, &format!("watch: HTTP {}: {}", e.code, e.message))));
+                if let Some(msg) = forbidden_rule.check(&pod, format!("watch: HTTP {}: {}", e.code, e.message)) {
+                    return post(ApiEvent::Fatal(msg));
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
             }
             Err(e) => {
                 warn!("cannot watch pod {}/{} ({e}); retrying in {pause:?}", pod.namespace, pod.name);
@@ -139,7 +178,10 @@ async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBoo
                 Ok(WatchEvent::Deleted(_)) => post(ApiEvent::Ready(vec![])),
                 Ok(WatchEvent::Bookmark(_)) => {}
                 Ok(WatchEvent::Error(e)) if e.code == 403 => {
-                    return post(ApiEvent::Fatal(forbidden(&pod, &format!("watch: {}", e.message))));
+                    if let Some(msg) = forbidden_rule.check(&pod, format!("watch: {}", e.message)) {
+                        return post(ApiEvent::Fatal(msg));
+                    }
+                    break;
                 }
                 Ok(WatchEvent::Error(e)) => {
                     debug!("watch ended: {} ({}); listing again", e.message, e.code);

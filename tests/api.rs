@@ -252,3 +252,17 @@ fn testenv_up_twice_then_down_leaves_no_process_behind() {
     assert!(!state.exists(), "state removed");
     assert!(run("down").status.success(), "down twice is fine");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn example_manifests_apply_to_the_api_server() {
+    let _s = serial();
+    let client = admin_client().await;
+    let ns = fresh_namespace(&client, "examples").await;
+    for f in fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap().flatten() {
+        let path = f.path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let out = kubectl(&["apply", "-n", &ns, "--dry-run=server", "-f", path.to_str().unwrap()]);
+            assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
