@@ -77,8 +77,8 @@ fn dependency_not_started_yet_is_not_dead() {
     sidecar.wait_log("state=Alive { ready: false }");
     assert!(sidecar.is_running(), "a started-but-unlocked (kubexit) dependency is alive");
     // and a real sexton main that starts later is alive too, then its death counts
-    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
     assert!(Command::new("mkfifo").arg(pod.path("fifo")).status().unwrap().success());
+    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
     pod.wait_born("main");
     assert!(sidecar.is_running());
     fs::write(pod.path("fifo"), "go\n").unwrap();
@@ -363,8 +363,8 @@ fn on_failure_sidecar_survives_failed_main_and_stops_after_success() {
     sidecar.wait_log("not stopping the child (KUBEXIT_DEATH_TRIGGER=success");
     assert!(sidecar.is_running());
     // the restarted main: a new tombstone with a new Born and no Died, then success
-    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 0"]);
     assert!(Command::new("mkfifo").arg(pod.path("fifo")).status().unwrap().success());
+    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 0"]);
     assert!(wait_until(TIMEOUT, || pod.tombstone("main").is_some_and(|t| t.get("Died").is_none())), "restart overwrites the tombstone");
     assert!(sidecar.is_running());
     fs::write(pod.path("fifo"), "go\n").unwrap();
