@@ -55,11 +55,13 @@ lines.append(f"| main + 1 sidecar, 1000 unrelated tombstones | {f(a['p50'])} | {
 lines.append("")
 
 idle = r["idle"]
-cols = ["kubexit", "sexton", "sexton-inotify", "sexton-poll", "sexton-poll-100ms"] + (["sexton-musl"] if "sexton-musl" in idle else [])
+extra = [c for c in ["sexton-musl", "sexton-slim"] if c in idle]
+names = {"sexton-musl": "sexton musl (`auto`)", "sexton-slim": "sexton slim, no API client (`auto`)"}
+cols = ["kubexit", "sexton", "sexton-inotify", "sexton-poll", "sexton-poll-100ms"] + extra
 lines += [f"### Wrapper overhead: a sidecar supervising an idle child, its main alive ({idle['kubexit']['window_s']} s window)", "",
-          "| | kubexit | sexton (`auto`) | sexton/kubexit | sexton `inotify` | sexton `poll` 1s | sexton `poll` 100ms |" + (" sexton musl (`auto`) |" if "sexton-musl" in idle else ""),
-          "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if "sexton-musl" in idle else "")]
-for key, label, nd in [("rss_peak_kb", "peak RSS (kB)", 0), ("rss_steady_kb", "steady RSS (kB)", 0), ("cpu_ms", "CPU time in the window (ms)", 2), ("threads", "threads", 0)]:
+          "| | kubexit | sexton (`auto`) | sexton/kubexit | sexton `inotify` | sexton `poll` 1s | sexton `poll` 100ms |" + "".join(f" {names[c]} |" for c in extra),
+          "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(extra)]
+for key, label, nd in [("rss_peak_kb", "peak RSS (kB)", 0), ("rss_steady_kb", "steady RSS (kB)", 0), ("pss_kb", "PSS (kB)", 0), ("private_kb", "private memory (kB)", 0), ("cpu_ms", "CPU time in the window (ms)", 2), ("threads", "threads", 0)]:
     kv, sv = idle["kubexit"][key], idle["sexton"][key]
     rest = " | ".join(f(idle[c][key], nd) for c in cols[2:])
     lines.append(f"| {label} | {f(kv, nd)} | {f(sv, nd)} | {ratio(sv, kv) if kv else 'n/a'} | {rest} |")
@@ -76,10 +78,11 @@ lines.append(f"| overhead over direct (p50) | | {f(st['kubexit']['p50'] - dr)} |
 lines.append("")
 
 sz = r["size"]
-zm = sz.get("sexton-musl")
-lines += ["### Size (bytes)", "", "| | kubexit | sexton (static glibc, local build) | sexton/kubexit |" + (" sexton musl (image build) | musl/kubexit |" if zm else ""), "|---|---:|---:|---:|" + ("---:|---:|" if zm else "")]
+zx = [c for c in ["sexton-musl", "sexton-slim"] if c in sz]
+zn = {"sexton-musl": "sexton musl (image build)", "sexton-slim": "sexton slim (static glibc, no API client)"}
+lines += ["### Size (bytes)", "", "| | kubexit | sexton (static glibc, local build) | sexton/kubexit |" + "".join(f" {zn[c]} | ratio |" for c in zx), "|---|---:|---:|---:|" + "---:|---:|" * len(zx)]
 for key, label in [("binary_bytes", "static binary"), ("layer_tar_bytes", "image layer (tar of the binary)"), ("layer_tar_gz_bytes", "image layer, gzip -9")]:
-    lines.append(f"| {label} | {f(sz['kubexit'][key])} | {f(sz['sexton'][key])} | {ratio(sz['sexton'][key], sz['kubexit'][key])} |" + (f" {f(zm[key])} | {ratio(zm[key], sz['kubexit'][key])} |" if zm else ""))
+    lines.append(f"| {label} | {f(sz['kubexit'][key])} | {f(sz['sexton'][key])} | {ratio(sz['sexton'][key], sz['kubexit'][key])} |" + "".join(f" {f(sz[c][key])} | {ratio(sz[c][key], sz['kubexit'][key])} |" for c in zx))
 
 md = open(md_path).read()
 start, end = "<!-- results:start -->", "<!-- results:end -->"

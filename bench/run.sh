@@ -13,13 +13,19 @@ KUBEXIT="$(bench/kubexit.sh)"
 echo "kubexit: $KUBEXIT" >&2
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install --quiet matplotlib
 # The image ships a musl build (Dockerfile); measure it too when the target can be had.
+# (ring's C code needs a musl C compiler: Debian's musl-tools)
 MUSL=()
-if rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 \
+command -v musl-gcc >/dev/null || { command -v apt-get >/dev/null && apt-get install -y -qq musl-tools >/dev/null 2>&1; } || true
+export CC_x86_64_unknown_linux_musl=musl-gcc
+if command -v musl-gcc >/dev/null && rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 \
    && cargo build --release --quiet --target x86_64-unknown-linux-musl; then
   MUSL=(--sexton-musl target/x86_64-unknown-linux-musl/release/sexton)
 else
   echo "(no musl target: measuring the static glibc build only)" >&2
 fi
+# the slim build (no Kubernetes API client) in a target dir of its own
+cargo build --release --quiet --no-default-features --target-dir target/slim
+SLIM=(--sexton-slim target/slim/x86_64-unknown-linux-gnu/release/sexton)
 cargo build --release --quiet
-cargo bench --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --out "$OUT" "${MUSL[@]}" "$@"
+cargo bench --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --out "$OUT" "${MUSL[@]}" "${SLIM[@]}" "$@"
 python3 bench/report.py "$OUT/results.json" BENCHMARKS.md bench/latency-cdf.png

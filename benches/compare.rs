@@ -27,6 +27,7 @@ struct Tool {
 struct Opts {
     kubexit: PathBuf,
     musl: Option<PathBuf>,
+    slim: Option<PathBuf>,
     child: PathBuf,
     out: PathBuf,
     quick: bool,
@@ -39,10 +40,12 @@ fn opts() -> Opts {
     let mut a = std::env::args().skip(1);
     let (mut kubexit, mut child, mut out, mut quick, mut idle_secs, mut musl) = (None, None, None, false, 60, None);
     let mut only_reaction = false;
+    let mut slim = None;
     while let Some(x) = a.next() {
         match x.as_str() {
             "--kubexit" => kubexit = a.next().map(PathBuf::from),
             "--sexton-musl" => musl = a.next().map(PathBuf::from),
+            "--sexton-slim" => slim = a.next().map(PathBuf::from),
             "--child" => child = a.next().map(PathBuf::from),
             "--out" => out = a.next().map(PathBuf::from),
             "--quick" => quick = true,
@@ -55,6 +58,7 @@ fn opts() -> Opts {
     Opts {
         kubexit: kubexit.expect("--kubexit BIN (bench/run.sh builds it)"),
         musl,
+        slim,
         child: child.expect("--child BIN"),
         out: out.expect("--out DIR"),
         quick,
@@ -209,6 +213,11 @@ fn status_kb(pid: i32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+fn smaps_kb(pid: i32, key: &str) -> u64 {
+    let s = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 /// CPU time of every thread of `pid`, in ns (schedstat: exact, not in clock ticks).
 fn cpu_ns(pid: i32) -> u64 {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
@@ -247,6 +256,8 @@ fn idle(o: &Opts, configs: &[Tool], base: &Path) -> BTreeMap<String, Value> {
             "rss_start_kb": before[i].1,
             "rss_steady_kb": status_kb(pid, "VmRSS:"),
             "rss_peak_kb": status_kb(pid, "VmHWM:"),
+            "pss_kb": smaps_kb(pid, "Pss:"),
+            "private_kb": smaps_kb(pid, "Private_Dirty:") + smaps_kb(pid, "Private_Clean:"),
             "cpu_ms": cpu as f64 / 1e6,
             "threads": threads,
             "window_s": o.idle_secs,
@@ -337,10 +348,10 @@ fn main() {
     let sexton_poll100 = Tool { label: "sexton-poll-100ms", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "poll".into()), ("KUBEXIT_POLL_INTERVAL", "100ms".into())] };
 
     let musl = o.musl.clone().map(|bin| Tool { label: "sexton-musl", bin, env: vec![] });
+    let slim = o.slim.clone().map(|bin| Tool { label: "sexton-slim", bin, env: vec![] });
     let mut main_tools = vec![&kubexit, &sexton, &sexton_inotify];
-    if let Some(m) = &musl {
-        main_tools.push(m);
-    }
+    main_tools.extend(musl.iter());
+    main_tools.extend(slim.iter());
 
     let mut r = serde_json::Map::new();
     r.insert("machine".into(), machine());
@@ -398,11 +409,12 @@ fn main() {
     eprintln!("idle supervision");
     let mut idle_tools = vec![kubexit.clone(), sexton.clone(), sexton_inotify.clone(), sexton_poll.clone(), sexton_poll100.clone()];
     idle_tools.extend(musl.clone());
+    idle_tools.extend(slim.clone());
     r.insert("idle".into(), json!(idle(&o, &idle_tools, &shm)));
 
     let mut size = json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(Path::new(SEXTON), &shm) });
-    if let Some(m) = &musl {
-        size["sexton-musl"] = sizes(&m.bin, &shm);
+    for t in musl.iter().chain(slim.iter()) {
+        size[t.label] = sizes(&t.bin, &shm);
     }
     r.insert("size".into(), size);
     let _ = fs::remove_dir_all(&shm);
