@@ -38,6 +38,25 @@ pub fn ready_containers(pod: &DynamicObject) -> Vec<String> {
         .collect()
 }
 
+/// A failed read or watch: `Some(message)` if waiting is pointless, else after a pause
+/// (backing off up to 2 s) the caller lists again.
+async fn failed(what: &str, e: kube::Error, pod: &PodRef, forbidden: &mut Forbidden, pause: &mut Duration) -> Option<String> {
+    if let kube::Error::Api(ae) = &e {
+        if ae.code == 403 || ae.code == 401 {
+            let detail = format!("{what}: HTTP {}: {}", ae.code, ae.message);
+            if let Some(fatal) = forbidden.check(pod, detail) {
+                return Some(fatal);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return None;
+        }
+    }
+    warn!("cannot {what} pod {}/{} ({e}); retrying in {pause:?}", pod.namespace, pod.name);
+    tokio::time::sleep(*pause).await;
+    *pause = (*pause * 2).min(Duration::from_secs(2));
+    None
+}
+
 /// A 403 is not always final: an API server that has just (re)started answers 403 until
 /// its RBAC caches are filled (seen in the tests). Before the first successful read, a 403
 /// that persists for `GRACE` is reported as missing RBAC; after one, 403s are retried like
@@ -137,36 +156,18 @@ async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBoo
                 post(ApiEvent::Ready(ready_containers(&p)));
                 p.metadata.resource_version.unwrap_or_default()
             }
-            Err(kube::Error::Api(e)) if e.code == 403 || e.code == 401 => {
-                if let Some(msg) = forbidden_rule.check(&pod, format!("HTTP {}: {}", e.code, e.message)) {
-                    return post(ApiEvent::Fatal(msg));
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-            Err(e) => {
-                warn!("cannot read pod {}/{} ({e}); retrying in {pause:?}", pod.namespace, pod.name);
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(2));
-                continue;
-            }
+            Err(e) => match failed("read", e, &pod, &mut forbidden_rule, &mut pause).await {
+                Some(fatal) => return post(ApiEvent::Fatal(fatal)),
+                None => continue,
+            },
         };
         let params = WatchParams::default().fields(&fields).timeout(290);
         let stream = match api.watch(&params, &version).await {
             Ok(s) => s,
-            Err(kube::Error::Api(e)) if e.code == 403 || e.code == 401 => {
-                if let Some(msg) = forbidden_rule.check(&pod, format!("watch: HTTP {}: {}", e.code, e.message)) {
-                    return post(ApiEvent::Fatal(msg));
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-            Err(e) => {
-                warn!("cannot watch pod {}/{} ({e}); retrying in {pause:?}", pod.namespace, pod.name);
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(2));
-                continue;
-            }
+            Err(e) => match failed("watch", e, &pod, &mut forbidden_rule, &mut pause).await {
+                Some(fatal) => return post(ApiEvent::Fatal(fatal)),
+                None => continue,
+            },
         };
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
@@ -196,5 +197,44 @@ async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBoo
         // normal end of a watch (server timeout) or a disconnect: list again, after a
         // short pause so a restarting API server is not hammered
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn pod() -> PodRef {
+        PodRef { name: "job-1".into(), namespace: "team-a".into() }
+    }
+
+    #[test]
+    fn forbidden_is_final_only_when_it_persists_before_any_read() {
+        let mut f = Forbidden::default();
+        assert_eq!(f.check(&pod(), "HTTP 403".into()), None, "the first 403 may be a starting API server");
+        f.since = Some(Instant::now() - Forbidden::GRACE);
+        let msg = f.check(&pod(), "HTTP 403: nope".into()).expect("persisted: final");
+        assert!(msg.contains("team-a/job-1") && msg.contains(r#"verbs: ["get", "list", "watch"]"#), "{msg}");
+        // after one successful read, 403s are outages, however long
+        let mut f = Forbidden::default();
+        f.read_ok();
+        f.since = Some(Instant::now() - Forbidden::GRACE * 10);
+        assert_eq!(f.check(&pod(), "HTTP 403".into()), None);
+    }
+
+    #[test]
+    fn ready_containers_from_untyped_status() {
+        let p: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "status": {
+                "containerStatuses": [{"name": "main", "ready": false}, {"name": "proxy", "ready": true}],
+                "initContainerStatuses": [{"name": "native-sidecar", "ready": true}]
+            }
+        }))
+        .unwrap();
+        assert_eq!(ready_containers(&p), vec!["proxy", "native-sidecar"]);
+        let empty: DynamicObject = serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}})).unwrap();
+        assert!(ready_containers(&empty).is_empty());
     }
 }
