@@ -38,7 +38,8 @@ struct Opts {
 
 fn opts() -> Opts {
     let mut a = std::env::args().skip(1);
-    let (mut kubexit, mut child, mut out, mut quick, mut idle_secs, mut musl) = (None, None, None, false, 60, None);
+    let (mut kubexit, mut child, mut out, mut quick, mut idle_secs, mut musl) =
+        (None, None, None, false, 60, None);
     let mut only_reaction = false;
     let mut slim = None;
     while let Some(x) = a.next() {
@@ -68,7 +69,10 @@ fn opts() -> Opts {
 }
 
 fn now_ns() -> i64 {
-    let mut t = nix::libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut t = nix::libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_MONOTONIC, &mut t) };
     t.tv_sec * 1_000_000_000 + t.tv_nsec
 }
@@ -92,7 +96,8 @@ fn read_ns(p: &Path) -> Option<i64> {
 fn container(tool: &Tool, name: &str, gy: &Path, deps: &str, args: &[&str], pidns: bool) -> Child {
     let mut c = if pidns {
         let mut c = Command::new("unshare");
-        c.args(["--pid", "--fork", "--mount-proc", "--kill-child"]).arg(&tool.bin);
+        c.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .arg(&tool.bin);
         c
     } else {
         Command::new(&tool.bin)
@@ -128,7 +133,14 @@ fn fresh_dir(base: &Path, tag: &str) -> PathBuf {
 
 /// Reaction latency of `n` sidecars depending on one main, with `unrelated` other
 /// tombstones in the graveyard. Returns per repetition (first, last) sidecar latency in ns.
-fn reaction(o: &Opts, tool: &Tool, base: &Path, n: usize, unrelated: usize, reps: usize) -> Vec<(i64, i64)> {
+fn reaction(
+    o: &Opts,
+    tool: &Tool,
+    base: &Path,
+    n: usize,
+    unrelated: usize,
+    reps: usize,
+) -> Vec<(i64, i64)> {
     let child = o.child.to_str().unwrap();
     let mut out = Vec::with_capacity(reps);
     let mut failures = 0;
@@ -141,20 +153,45 @@ fn reaction(o: &Opts, tool: &Tool, base: &Path, n: usize, unrelated: usize, reps
         let mut sidecars: Vec<Child> = (0..n)
             .map(|i| {
                 let (t, r) = (d.join(format!("term-{i}")), d.join(format!("ready-{i}")));
-                container(tool, &format!("side-{i}"), &gy, "main", &["--", child, "term", t.to_str().unwrap(), r.to_str().unwrap()].iter().skip(usize::from(tool.label == "kubexit")).copied().collect::<Vec<_>>(), true)
+                container(
+                    tool,
+                    &format!("side-{i}"),
+                    &gy,
+                    "main",
+                    &[
+                        "--",
+                        child,
+                        "term",
+                        t.to_str().unwrap(),
+                        r.to_str().unwrap(),
+                    ]
+                    .iter()
+                    .skip(usize::from(tool.label == "kubexit"))
+                    .copied()
+                    .collect::<Vec<_>>(),
+                    true,
+                )
             })
             .collect();
-        let ready = wait_until(Duration::from_secs(30), || (0..n).all(|i| d.join(format!("ready-{i}")).exists()));
+        let ready = wait_until(Duration::from_secs(30), || {
+            (0..n).all(|i| d.join(format!("ready-{i}")).exists())
+        });
         assert!(ready, "{}: sidecars not ready", tool.label);
         let m = d.join("main-exit");
-        let margs: Vec<&str> = ["--", child, "exit", m.to_str().unwrap()].iter().skip(usize::from(tool.label == "kubexit")).copied().collect();
+        let margs: Vec<&str> = ["--", child, "exit", m.to_str().unwrap()]
+            .iter()
+            .skip(usize::from(tool.label == "kubexit"))
+            .copied()
+            .collect();
         let mut main = container(tool, "main", &gy, "", &margs, true);
         let mut ok = wait_exit(&mut main, Duration::from_secs(30));
         for s in &mut sidecars {
             ok &= wait_exit(s, Duration::from_secs(30));
         }
         let exit = read_ns(&m);
-        let terms: Vec<Option<i64>> = (0..n).map(|i| read_ns(&d.join(format!("term-{i}")))).collect();
+        let terms: Vec<Option<i64>> = (0..n)
+            .map(|i| read_ns(&d.join(format!("term-{i}"))))
+            .collect();
         match (ok, exit, terms.iter().all(Option::is_some)) {
             (true, Some(e), true) => {
                 let lat: Vec<i64> = terms.iter().map(|t| t.unwrap() - e).collect();
@@ -174,7 +211,10 @@ fn reaction(o: &Opts, tool: &Tool, base: &Path, n: usize, unrelated: usize, reps
         let _ = fs::remove_dir_all(&d);
     }
     if failures > 0 {
-        eprintln!("  {}: {failures} of {reps} repetitions did not complete", tool.label);
+        eprintln!(
+            "  {}: {failures} of {reps} repetitions did not complete",
+            tool.label
+        );
     }
     out
 }
@@ -215,16 +255,26 @@ fn status_kb(pid: i32, key: &str) -> u64 {
 
 fn smaps_kb(pid: i32, key: &str) -> u64 {
     let s = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+    s.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// CPU time of every thread of `pid`, in ns (schedstat: exact, not in clock ticks).
 fn cpu_ns(pid: i32) -> u64 {
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
     tasks
         .flatten()
         .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .filter_map(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
         .sum()
 }
 
@@ -238,30 +288,46 @@ fn idle(o: &Opts, configs: &[Tool], base: &Path) -> BTreeMap<String, Value> {
         let skip = usize::from(t.label == "kubexit");
         let args: Vec<&str> = ["--", child, "idle"].iter().skip(skip).copied().collect();
         let main = container(t, "main", &gy, "", &args, true);
-        assert!(wait_until(Duration::from_secs(10), || gy.join("main").exists()), "{}: main not born", t.label);
+        assert!(
+            wait_until(Duration::from_secs(10), || gy.join("main").exists()),
+            "{}: main not born",
+            t.label
+        );
         let side = container(t, "side", &gy, "main", &args, true);
-        assert!(wait_until(Duration::from_secs(10), || gy.join("side").exists()), "{}: sidecar not born", t.label);
+        assert!(
+            wait_until(Duration::from_secs(10), || gy.join("side").exists()),
+            "{}: sidecar not born",
+            t.label
+        );
         let pid = wrapper_of(side.id()).expect("wrapper pid");
         pods.push((t.label, d, main, side, pid));
     }
     std::thread::sleep(Duration::from_secs(2)); // settle: start-up work is not idle work
-    let before: Vec<(u64, u64)> = pods.iter().map(|p| (cpu_ns(p.4), status_kb(p.4, "VmRSS:"))).collect();
+    let before: Vec<(u64, u64)> = pods
+        .iter()
+        .map(|p| (cpu_ns(p.4), status_kb(p.4, "VmRSS:")))
+        .collect();
     eprintln!("  idle window: {} s", o.idle_secs);
     std::thread::sleep(Duration::from_secs(o.idle_secs));
     let mut res = BTreeMap::new();
     for (i, (label, d, mut main, mut side, pid)) in pods.into_iter().enumerate() {
         let cpu = cpu_ns(pid).saturating_sub(before[i].0);
-        let threads = fs::read_dir(format!("/proc/{pid}/task")).map(|r| r.count()).unwrap_or(0);
-        res.insert(label.to_string(), json!({
-            "rss_start_kb": before[i].1,
-            "rss_steady_kb": status_kb(pid, "VmRSS:"),
-            "rss_peak_kb": status_kb(pid, "VmHWM:"),
-            "pss_kb": smaps_kb(pid, "Pss:"),
-            "private_kb": smaps_kb(pid, "Private_Dirty:") + smaps_kb(pid, "Private_Clean:"),
-            "cpu_ms": cpu as f64 / 1e6,
-            "threads": threads,
-            "window_s": o.idle_secs,
-        }));
+        let threads = fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|r| r.count())
+            .unwrap_or(0);
+        res.insert(
+            label.to_string(),
+            json!({
+                "rss_start_kb": before[i].1,
+                "rss_steady_kb": status_kb(pid, "VmRSS:"),
+                "rss_peak_kb": status_kb(pid, "VmHWM:"),
+                "pss_kb": smaps_kb(pid, "Pss:"),
+                "private_kb": smaps_kb(pid, "Private_Dirty:") + smaps_kb(pid, "Private_Clean:"),
+                "cpu_ms": cpu as f64 / 1e6,
+                "threads": threads,
+                "window_s": o.idle_secs,
+            }),
+        );
         let _ = side.kill();
         let _ = main.kill();
         let _ = side.wait();
@@ -274,7 +340,10 @@ fn idle(o: &Opts, configs: &[Tool], base: &Path) -> BTreeMap<String, Value> {
 /// Time from spawning the wrapper to the child's first instruction, in ns.
 fn start_overhead(o: &Opts, tool: Option<&Tool>, base: &Path, reps: usize) -> Vec<i64> {
     let child = o.child.to_str().unwrap();
-    let d = fresh_dir(base, &format!("start-{}", tool.map_or("direct", |t| t.label)));
+    let d = fresh_dir(
+        base,
+        &format!("start-{}", tool.map_or("direct", |t| t.label)),
+    );
     let gy = d.join("graveyard");
     let mark = d.join("start");
     let mut v = vec![];
@@ -282,9 +351,18 @@ fn start_overhead(o: &Opts, tool: Option<&Tool>, base: &Path, reps: usize) -> Ve
         let _ = fs::remove_file(&mark);
         let t0 = now_ns();
         let mut c = match tool {
-            None => Command::new(child).args(["start", mark.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
+            None => Command::new(child)
+                .args(["start", mark.to_str().unwrap()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
             Some(t) => {
-                let args: Vec<&str> = ["--", child, "start", mark.to_str().unwrap()].iter().skip(usize::from(t.label == "kubexit")).copied().collect();
+                let args: Vec<&str> = ["--", child, "start", mark.to_str().unwrap()]
+                    .iter()
+                    .skip(usize::from(t.label == "kubexit"))
+                    .copied()
+                    .collect();
                 container(t, "app", &gy, "", &args, false)
             }
         };
@@ -303,7 +381,10 @@ fn sizes(bin: &Path, base: &Path) -> Value {
     fs::copy(bin, d.join(name)).unwrap();
     let sh = |cmd: String| -> u64 {
         let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(0)
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
     };
     let dir = d.to_str().unwrap();
     let v = json!({
@@ -317,8 +398,18 @@ fn sizes(bin: &Path, base: &Path) -> Value {
 
 fn machine() -> Value {
     let cpu = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpu.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("?").trim().to_string();
-    let sh = |c: &str| String::from_utf8_lossy(&Command::new("sh").arg("-c").arg(c).output().unwrap().stdout).trim().to_string();
+    let model = cpu
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
+    let sh = |c: &str| {
+        String::from_utf8_lossy(&Command::new("sh").arg("-c").arg(c).output().unwrap().stdout)
+            .trim()
+            .to_string()
+    };
     json!({
         "cpu": model,
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
@@ -332,23 +423,60 @@ fn machine() -> Value {
 fn main() {
     // `cargo test --all-targets` runs bench binaries too: without arguments, do nothing
     if !std::env::args().any(|a| a == "--kubexit") {
-        eprintln!("compare: run it through bench/run.sh (it builds kubexit and passes --kubexit); nothing to do");
+        eprintln!(
+            "compare: run it through bench/run.sh (it builds kubexit and passes --kubexit); nothing to do"
+        );
         return;
     }
     let o = opts();
     fs::create_dir_all(&o.out).unwrap();
     let shm = PathBuf::from("/dev/shm/sexton-bench");
     let disk = PathBuf::from("/var/tmp/sexton-bench");
-    let (reps, poll_reps, scale) = if o.quick { (20, 10, vec![(10, 3), (50, 2)]) } else { (200, 100, vec![(10, 30), (50, 10)]) };
+    let (reps, poll_reps, scale) = if o.quick {
+        (20, 10, vec![(10, 3), (50, 2)])
+    } else {
+        (200, 100, vec![(10, 30), (50, 10)])
+    };
 
-    let kubexit = Tool { label: "kubexit", bin: o.kubexit.clone(), env: vec![] };
-    let sexton = Tool { label: "sexton", bin: SEXTON.into(), env: vec![] };
-    let sexton_inotify = Tool { label: "sexton-inotify", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "inotify".into())] };
-    let sexton_poll = Tool { label: "sexton-poll", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "poll".into())] };
-    let sexton_poll100 = Tool { label: "sexton-poll-100ms", bin: SEXTON.into(), env: vec![("KUBEXIT_WATCH", "poll".into()), ("KUBEXIT_POLL_INTERVAL", "100ms".into())] };
+    let kubexit = Tool {
+        label: "kubexit",
+        bin: o.kubexit.clone(),
+        env: vec![],
+    };
+    let sexton = Tool {
+        label: "sexton",
+        bin: SEXTON.into(),
+        env: vec![],
+    };
+    let sexton_inotify = Tool {
+        label: "sexton-inotify",
+        bin: SEXTON.into(),
+        env: vec![("KUBEXIT_WATCH", "inotify".into())],
+    };
+    let sexton_poll = Tool {
+        label: "sexton-poll",
+        bin: SEXTON.into(),
+        env: vec![("KUBEXIT_WATCH", "poll".into())],
+    };
+    let sexton_poll100 = Tool {
+        label: "sexton-poll-100ms",
+        bin: SEXTON.into(),
+        env: vec![
+            ("KUBEXIT_WATCH", "poll".into()),
+            ("KUBEXIT_POLL_INTERVAL", "100ms".into()),
+        ],
+    };
 
-    let musl = o.musl.clone().map(|bin| Tool { label: "sexton-musl", bin, env: vec![] });
-    let slim = o.slim.clone().map(|bin| Tool { label: "sexton-slim", bin, env: vec![] });
+    let musl = o.musl.clone().map(|bin| Tool {
+        label: "sexton-musl",
+        bin,
+        env: vec![],
+    });
+    let slim = o.slim.clone().map(|bin| Tool {
+        label: "sexton-slim",
+        bin,
+        env: vec![],
+    });
     let mut main_tools = vec![&kubexit, &sexton, &sexton_inotify];
     main_tools.extend(musl.iter());
     main_tools.extend(slim.iter());
@@ -359,24 +487,50 @@ fn main() {
     let mut lat = serde_json::Map::new();
     for t in &main_tools {
         let v = reaction(&o, t, &shm, 1, 0, reps);
-        lat.insert(t.label.into(), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+        lat.insert(
+            t.label.into(),
+            stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
+        );
     }
     eprintln!("reaction latency, poll mode, {poll_reps} reps");
     for t in [&sexton_poll100] {
         let v = reaction(&o, t, &shm, 1, 0, poll_reps);
-        lat.insert(t.label.into(), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+        lat.insert(
+            t.label.into(),
+            stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
+        );
     }
     r.insert("reaction".into(), Value::Object(lat));
     if o.only_reaction {
-        println!("{}", serde_json::to_string_pretty(&r["reaction"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), json!({"p50": v["p50"], "p90": v["p90"], "p99": v["p99"], "max": v["max"]}))).collect::<serde_json::Map<_, _>>()).unwrap());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &r["reaction"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| (
+                        k.clone(),
+                        json!({"p50": v["p50"], "p90": v["p90"], "p99": v["p99"], "max": v["max"]})
+                    ))
+                    .collect::<serde_json::Map<_, _>>()
+            )
+            .unwrap()
+        );
         return;
     }
 
-    eprintln!("reaction latency, graveyard on disk ({}), {poll_reps} reps", machine()["disk_fs"]);
+    eprintln!(
+        "reaction latency, graveyard on disk ({}), {poll_reps} reps",
+        machine()["disk_fs"]
+    );
     let mut diskr = serde_json::Map::new();
     for t in [&kubexit, &sexton] {
         let v = reaction(&o, t, &disk, 1, 0, poll_reps);
-        diskr.insert(t.label.into(), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+        diskr.insert(
+            t.label.into(),
+            stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
+        );
     }
     r.insert("reaction_disk".into(), Value::Object(diskr));
 
@@ -385,34 +539,56 @@ fn main() {
         eprintln!("scale: {n} sidecars, {reps} reps");
         for t in [&kubexit, &sexton] {
             let v = reaction(&o, t, &shm, *n, 0, *reps);
-            sc.insert(format!("{}-{n}-last", t.label), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
-            sc.insert(format!("{}-{n}-first", t.label), stats_us(&v.iter().map(|x| x.0).collect::<Vec<_>>()));
+            sc.insert(
+                format!("{}-{n}-last", t.label),
+                stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
+            );
+            sc.insert(
+                format!("{}-{n}-first", t.label),
+                stats_us(&v.iter().map(|x| x.0).collect::<Vec<_>>()),
+            );
         }
     }
     let unrel_reps = if o.quick { 5 } else { 50 };
     eprintln!("scale: 1000 unrelated tombstones, {unrel_reps} reps");
     for t in [&kubexit, &sexton] {
         let v = reaction(&o, t, &shm, 1, 1000, unrel_reps);
-        sc.insert(format!("{}-unrelated1000", t.label), stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()));
+        sc.insert(
+            format!("{}-unrelated1000", t.label),
+            stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
+        );
     }
     r.insert("scale".into(), Value::Object(sc));
 
     eprintln!("start overhead");
     let start_reps = if o.quick { 20 } else { 200 };
     let mut st = serde_json::Map::new();
-    st.insert("direct".into(), stats_us(&start_overhead(&o, None, &shm, start_reps)));
+    st.insert(
+        "direct".into(),
+        stats_us(&start_overhead(&o, None, &shm, start_reps)),
+    );
     for t in main_tools.iter().filter(|t| t.label != "sexton-inotify") {
-        st.insert(t.label.into(), stats_us(&start_overhead(&o, Some(t), &shm, start_reps)));
+        st.insert(
+            t.label.into(),
+            stats_us(&start_overhead(&o, Some(t), &shm, start_reps)),
+        );
     }
     r.insert("start".into(), Value::Object(st));
 
     eprintln!("idle supervision");
-    let mut idle_tools = vec![kubexit.clone(), sexton.clone(), sexton_inotify.clone(), sexton_poll.clone(), sexton_poll100.clone()];
+    let mut idle_tools = vec![
+        kubexit.clone(),
+        sexton.clone(),
+        sexton_inotify.clone(),
+        sexton_poll.clone(),
+        sexton_poll100.clone(),
+    ];
     idle_tools.extend(musl.clone());
     idle_tools.extend(slim.clone());
     r.insert("idle".into(), json!(idle(&o, &idle_tools, &shm)));
 
-    let mut size = json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(Path::new(SEXTON), &shm) });
+    let mut size =
+        json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(Path::new(SEXTON), &shm) });
     for t in musl.iter().chain(slim.iter()) {
         size[t.label] = sizes(&t.bin, &shm);
     }
@@ -421,6 +597,10 @@ fn main() {
     let _ = fs::remove_dir_all(&disk);
 
     let path = o.out.join("results.json");
-    fs::write(&path, serde_json::to_string_pretty(&Value::Object(r)).unwrap()).unwrap();
+    fs::write(
+        &path,
+        serde_json::to_string_pretty(&Value::Object(r)).unwrap(),
+    )
+    .unwrap();
     eprintln!("wrote {}", path.display());
 }

@@ -40,7 +40,13 @@ pub fn ready_containers(pod: &DynamicObject) -> Vec<String> {
 
 /// A failed read or watch: `Some(message)` if waiting is pointless, else after a pause
 /// (backing off up to 2 s) the caller lists again.
-async fn failed(what: &str, e: kube::Error, pod: &PodRef, forbidden: &mut Forbidden, pause: &mut Duration) -> Option<String> {
+async fn failed(
+    what: &str,
+    e: kube::Error,
+    pod: &PodRef,
+    forbidden: &mut Forbidden,
+    pause: &mut Duration,
+) -> Option<String> {
     if let kube::Error::Api(ae) = &e {
         if ae.code == 403 || ae.code == 401 {
             let detail = format!("{what}: HTTP {}: {}", ae.code, ae.message);
@@ -51,7 +57,10 @@ async fn failed(what: &str, e: kube::Error, pod: &PodRef, forbidden: &mut Forbid
             return None;
         }
     }
-    warn!("cannot {what} pod {}/{} ({e}); retrying in {pause:?}", pod.namespace, pod.name);
+    warn!(
+        "cannot {what} pod {}/{} ({e}); retrying in {pause:?}",
+        pod.namespace, pod.name
+    );
     tokio::time::sleep(*pause).await;
     *pause = (*pause * 2).min(Duration::from_secs(2));
     None
@@ -81,7 +90,9 @@ impl Forbidden {
         if !self.ever_read && since.elapsed() >= Self::GRACE {
             return Some(forbidden(pod, &detail));
         }
-        warn!("{detail}; retrying (an API server that has just started answers 403 until its RBAC caches are filled)");
+        warn!(
+            "{detail}; retrying (an API server that has just started answers 403 until its RBAC caches are filled)"
+        );
         None
     }
 }
@@ -119,20 +130,39 @@ async fn client(kubeconfig: Option<PathBuf>) -> Result<Client, String> {
 }
 
 /// Starts watching `pod` on a thread of its own; `post` receives the results.
-pub fn spawn(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBool>, post: impl Fn(ApiEvent) + Send + 'static) -> std::io::Result<()> {
+pub fn spawn(
+    pod: PodRef,
+    kubeconfig: Option<PathBuf>,
+    stop: Arc<AtomicBool>,
+    post: impl Fn(ApiEvent) + Send + 'static,
+) -> std::io::Result<()> {
     let span = tracing::Span::current();
-    std::thread::Builder::new().name("api-watch".into()).spawn(move || {
-        let _e = span.enter();
-        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(rt) => rt,
-            Err(e) => return post(ApiEvent::Fatal(format!("cannot start the API client runtime: {e}"))),
-        };
-        rt.block_on(watch_pod(pod, kubeconfig, stop, post));
-    })?;
+    std::thread::Builder::new()
+        .name("api-watch".into())
+        .spawn(move || {
+            let _e = span.enter();
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    return post(ApiEvent::Fatal(format!(
+                        "cannot start the API client runtime: {e}"
+                    )));
+                }
+            };
+            rt.block_on(watch_pod(pod, kubeconfig, stop, post));
+        })?;
     Ok(())
 }
 
-async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBool>, post: impl Fn(ApiEvent)) {
+async fn watch_pod(
+    pod: PodRef,
+    kubeconfig: Option<PathBuf>,
+    stop: Arc<AtomicBool>,
+    post: impl Fn(ApiEvent),
+) {
     let client = match client(kubeconfig).await {
         Ok(c) => c,
         Err(e) => return post(ApiEvent::Fatal(e)),
@@ -175,7 +205,9 @@ async fn watch_pod(pod: PodRef, kubeconfig: Option<PathBuf>, stop: Arc<AtomicBoo
                 return;
             }
             match ev {
-                Ok(WatchEvent::Added(p)) | Ok(WatchEvent::Modified(p)) => post(ApiEvent::Ready(ready_containers(&p))),
+                Ok(WatchEvent::Added(p)) | Ok(WatchEvent::Modified(p)) => {
+                    post(ApiEvent::Ready(ready_containers(&p)))
+                }
                 Ok(WatchEvent::Deleted(_)) => post(ApiEvent::Ready(vec![])),
                 Ok(WatchEvent::Bookmark(_)) => {}
                 Ok(WatchEvent::Error(e)) if e.code == 403 => {
@@ -206,16 +238,28 @@ mod tests {
     use std::time::Instant;
 
     fn pod() -> PodRef {
-        PodRef { name: "job-1".into(), namespace: "team-a".into() }
+        PodRef {
+            name: "job-1".into(),
+            namespace: "team-a".into(),
+        }
     }
 
     #[test]
     fn forbidden_is_final_only_when_it_persists_before_any_read() {
         let mut f = Forbidden::default();
-        assert_eq!(f.check(&pod(), "HTTP 403".into()), None, "the first 403 may be a starting API server");
+        assert_eq!(
+            f.check(&pod(), "HTTP 403".into()),
+            None,
+            "the first 403 may be a starting API server"
+        );
         f.since = Some(Instant::now() - Forbidden::GRACE);
-        let msg = f.check(&pod(), "HTTP 403: nope".into()).expect("persisted: final");
-        assert!(msg.contains("team-a/job-1") && msg.contains(r#"verbs: ["get", "list", "watch"]"#), "{msg}");
+        let msg = f
+            .check(&pod(), "HTTP 403: nope".into())
+            .expect("persisted: final");
+        assert!(
+            msg.contains("team-a/job-1") && msg.contains(r#"verbs: ["get", "list", "watch"]"#),
+            "{msg}"
+        );
         // after one successful read, 403s are outages, however long
         let mut f = Forbidden::default();
         f.read_ok();
@@ -234,7 +278,10 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(ready_containers(&p), vec!["proxy", "native-sidecar"]);
-        let empty: DynamicObject = serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}})).unwrap();
+        let empty: DynamicObject = serde_json::from_value(
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
+        )
+        .unwrap();
         assert!(ready_containers(&empty).is_empty());
     }
 }

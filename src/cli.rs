@@ -122,7 +122,10 @@ fn install(args: &[OsString]) -> i32 {
     };
     match crate::fsutil::atomic_copy(&exe, dir, "sexton", 0o755) {
         Ok(n) => {
-            println!("sexton install: installed {} ({n} bytes)", dir.join("sexton").display());
+            println!(
+                "sexton install: installed {} ({n} bytes)",
+                dir.join("sexton").display()
+            );
             0
         }
         Err(e) => {

@@ -403,24 +403,35 @@ impl Config {
                 return Err(ConfigError {
                     origin: s_ns.env.into(),
                     value: None,
-                    problem: format!("required when {}={p:?} is set (the pod's namespace, from the downward API)", s_pod.env),
+                    problem: format!(
+                        "required when {}={p:?} is set (the pod's namespace, from the downward API)",
+                        s_pod.env
+                    ),
                 });
             }
             ("", n) => {
                 return Err(ConfigError {
                     origin: s_pod.env.into(),
                     value: None,
-                    problem: format!("required when {}={n:?} is set (the pod's name, from the downward API)", s_ns.env),
+                    problem: format!(
+                        "required when {}={n:?} is set (the pod's name, from the downward API)",
+                        s_ns.env
+                    ),
                 });
             }
             (p, n) => {
                 validate_subdomain(p).map_err(|e| err(s_pod, &raw_pod, e))?;
                 validate_name(n).map_err(|e| err(s_ns, &raw_ns, e))?;
-                Some(PodRef { name: p.into(), namespace: n.into() })
+                Some(PodRef {
+                    name: p.into(),
+                    namespace: n.into(),
+                })
             }
         };
         let (raw, _) = get("kubeconfig");
-        let kubeconfig = Some(raw.value.trim()).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let kubeconfig = Some(raw.value.trim())
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
 
         let (raw, s) = get("watch");
         let watch = match raw.value.trim().to_ascii_lowercase().as_str() {
@@ -453,16 +464,26 @@ impl Config {
         }
 
         let (raw_remote, s_remote) = get("shutdown_hooks_allow_remote");
-        let allow_remote = parse_bool(&raw_remote.value).map_err(|p| err(s_remote, &raw_remote, p))?;
+        let allow_remote =
+            parse_bool(&raw_remote.value).map_err(|p| err(s_remote, &raw_remote, p))?;
         let (raw, s) = get("shutdown_hooks");
         let mut shutdown_hooks = vec![];
-        for item in raw.value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        for item in raw
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        {
             let url = HttpUrl::parse(item).map_err(|p| err(s, &raw, format!("{item:?}: {p}")))?;
             if !allow_remote && !url.is_loopback() {
-                return Err(err(s, &raw, format!(
-                    "{item:?} is not a loopback address; shutdown endpoints are local-only by design (set {}=true to allow it)",
-                    s_remote.env
-                )));
+                return Err(err(
+                    s,
+                    &raw,
+                    format!(
+                        "{item:?} is not a loopback address; shutdown endpoints are local-only by design (set {}=true to allow it)",
+                        s_remote.env
+                    ),
+                ));
             }
             shutdown_hooks.push(url);
         }
@@ -486,7 +507,13 @@ impl Config {
             "info" => tracing::Level::INFO,
             "debug" => tracing::Level::DEBUG,
             "trace" => tracing::Level::TRACE,
-            _ => return Err(err(s, &raw, "expected error, warn, info, debug or trace".into())),
+            _ => {
+                return Err(err(
+                    s,
+                    &raw,
+                    "expected error, warn, info, debug or trace".into(),
+                ));
+            }
         };
 
         if command.is_empty() || command[0].is_empty() {
@@ -640,7 +667,9 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
         let int: u128 = if int_part.is_empty() {
             0
         } else {
-            int_part.parse().map_err(|_| format!("number {num:?} is too large"))?
+            int_part
+                .parse()
+                .map_err(|_| format!("number {num:?} is too large"))?
         };
         let mut value = int
             .checked_mul(scale)
@@ -800,37 +829,160 @@ mod tests {
             (&[], &["x"], "KUBEXIT_NAME: required"),
             (&[("name", "  ")], &["x"], "KUBEXIT_NAME: required"),
             (&[("name", "a/b")], &["x"], "invalid KUBEXIT_NAME=\"a/b\""),
-            (&[("name", "..")], &["x"], "invalid KUBEXIT_NAME=\"..\": must be a plain name"),
-            (&[("name", "Main")], &["x"], "invalid KUBEXIT_NAME=\"Main\": contains 'M'"),
+            (
+                &[("name", "..")],
+                &["x"],
+                "invalid KUBEXIT_NAME=\"..\": must be a plain name",
+            ),
+            (
+                &[("name", "Main")],
+                &["x"],
+                "invalid KUBEXIT_NAME=\"Main\": contains 'M'",
+            ),
             (&[("name", "-a")], &["x"], "must start and end"),
-            (&[("name", "a"), ("grace_period", "10")], &["x"], "invalid KUBEXIT_GRACE_PERIOD=\"10\": missing unit"),
-            (&[("name", "a"), ("grace_period", "5x")], &["x"], "invalid KUBEXIT_GRACE_PERIOD=\"5x\": unknown unit"),
-            (&[("name", "a"), ("grace_period", "-1s")], &["x"], "must not be negative"),
-            (&[("name", "a"), ("birth_timeout", "")], &["x"], "invalid KUBEXIT_BIRTH_TIMEOUT=\"\": empty duration"),
-            (&[("name", "a"), ("term_signal", "SIGFOO")], &["x"], "invalid KUBEXIT_TERM_SIGNAL=\"SIGFOO\": unknown signal"),
-            (&[("name", "a"), ("term_signal", "99")], &["x"], "99 is not a signal number"),
-            (&[("name", "a"), ("death_deps", "b,a")], &["x"], "invalid KUBEXIT_DEATH_DEPS=\"b,a\": \"a\" is this container's own name"),
-            (&[("name", "a"), ("death_deps", "b, b")], &["x"], "\"b\" is listed twice"),
-            (&[("name", "a"), ("birth_deps", "B")], &["x"], "invalid KUBEXIT_BIRTH_DEPS=\"B\": dependency \"B\""),
-            (&[("name", "a"), ("signal_group", "maybe")], &["x"], "invalid KUBEXIT_SIGNAL_GROUP=\"maybe\""),
-            (&[("name", "a"), ("dep_exit_code", "one")], &["x"], "invalid KUBEXIT_DEP_EXIT_CODE"),
-            (&[("name", "a"), ("death_trigger", "fail")], &["x"], "invalid KUBEXIT_DEATH_TRIGGER"),
-            (&[("name", "a"), ("log_format", "xml")], &["x"], "invalid KUBEXIT_LOG_FORMAT"),
-            (&[("name", "a"), ("watch", "fanotify")], &["x"], "invalid KUBEXIT_WATCH=\"fanotify\""),
-            (&[("name", "a"), ("pod_name", "job-x")], &["x"], "KUBEXIT_NAMESPACE: required when KUBEXIT_POD_NAME=\"job-x\""),
-            (&[("name", "a"), ("namespace", "ns")], &["x"], "KUBEXIT_POD_NAME: required when KUBEXIT_NAMESPACE=\"ns\""),
-            (&[("name", "a"), ("pod_name", "Job_X"), ("namespace", "ns")], &["x"], "invalid KUBEXIT_POD_NAME=\"Job_X\""),
-            (&[("name", "a"), ("pod_name", "p"), ("namespace", "a.b")], &["x"], "invalid KUBEXIT_NAMESPACE=\"a.b\""),
-            (&[("name", "a"), ("poll_interval", "1ms")], &["x"], "invalid KUBEXIT_POLL_INTERVAL=\"1ms\": must be at least 10ms"),
-            (&[("name", "a"), ("ready_probe", "udp://1.2.3.4:5")], &["x"], "invalid KUBEXIT_READY_PROBE=\"udp://1.2.3.4:5\""),
-            (&[("name", "a"), ("ready_probe", "tcp://127.0.0.1")], &["x"], "port"),
-            (&[("name", "a"), ("ready_probe", "file://relative")], &["x"], "absolute"),
-            (&[("name", "a"), ("ready_timeout", "0")], &["x"], "invalid KUBEXIT_READY_TIMEOUT"),
-            (&[("name", "a"), ("shutdown_hooks", "http://10.1.2.3:15020/quitquitquit")], &["x"], "is not a loopback address"),
-            (&[("name", "a"), ("shutdown_hooks", "https://127.0.0.1/x")], &["x"], "invalid KUBEXIT_SHUTDOWN_HOOKS"),
-            (&[("name", "a"), ("shutdown_hooks_allow_remote", "sure")], &["x"], "invalid KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE"),
-            (&[("name", "a"), ("log_level", "loud")], &["x"], "invalid KUBEXIT_LOG_LEVEL=\"loud\""),
-            (&[("name", "a"), ("graveyard", "")], &["x"], "invalid KUBEXIT_GRAVEYARD"),
+            (
+                &[("name", "a"), ("grace_period", "10")],
+                &["x"],
+                "invalid KUBEXIT_GRACE_PERIOD=\"10\": missing unit",
+            ),
+            (
+                &[("name", "a"), ("grace_period", "5x")],
+                &["x"],
+                "invalid KUBEXIT_GRACE_PERIOD=\"5x\": unknown unit",
+            ),
+            (
+                &[("name", "a"), ("grace_period", "-1s")],
+                &["x"],
+                "must not be negative",
+            ),
+            (
+                &[("name", "a"), ("birth_timeout", "")],
+                &["x"],
+                "invalid KUBEXIT_BIRTH_TIMEOUT=\"\": empty duration",
+            ),
+            (
+                &[("name", "a"), ("term_signal", "SIGFOO")],
+                &["x"],
+                "invalid KUBEXIT_TERM_SIGNAL=\"SIGFOO\": unknown signal",
+            ),
+            (
+                &[("name", "a"), ("term_signal", "99")],
+                &["x"],
+                "99 is not a signal number",
+            ),
+            (
+                &[("name", "a"), ("death_deps", "b,a")],
+                &["x"],
+                "invalid KUBEXIT_DEATH_DEPS=\"b,a\": \"a\" is this container's own name",
+            ),
+            (
+                &[("name", "a"), ("death_deps", "b, b")],
+                &["x"],
+                "\"b\" is listed twice",
+            ),
+            (
+                &[("name", "a"), ("birth_deps", "B")],
+                &["x"],
+                "invalid KUBEXIT_BIRTH_DEPS=\"B\": dependency \"B\"",
+            ),
+            (
+                &[("name", "a"), ("signal_group", "maybe")],
+                &["x"],
+                "invalid KUBEXIT_SIGNAL_GROUP=\"maybe\"",
+            ),
+            (
+                &[("name", "a"), ("dep_exit_code", "one")],
+                &["x"],
+                "invalid KUBEXIT_DEP_EXIT_CODE",
+            ),
+            (
+                &[("name", "a"), ("death_trigger", "fail")],
+                &["x"],
+                "invalid KUBEXIT_DEATH_TRIGGER",
+            ),
+            (
+                &[("name", "a"), ("log_format", "xml")],
+                &["x"],
+                "invalid KUBEXIT_LOG_FORMAT",
+            ),
+            (
+                &[("name", "a"), ("watch", "fanotify")],
+                &["x"],
+                "invalid KUBEXIT_WATCH=\"fanotify\"",
+            ),
+            (
+                &[("name", "a"), ("pod_name", "job-x")],
+                &["x"],
+                "KUBEXIT_NAMESPACE: required when KUBEXIT_POD_NAME=\"job-x\"",
+            ),
+            (
+                &[("name", "a"), ("namespace", "ns")],
+                &["x"],
+                "KUBEXIT_POD_NAME: required when KUBEXIT_NAMESPACE=\"ns\"",
+            ),
+            (
+                &[("name", "a"), ("pod_name", "Job_X"), ("namespace", "ns")],
+                &["x"],
+                "invalid KUBEXIT_POD_NAME=\"Job_X\"",
+            ),
+            (
+                &[("name", "a"), ("pod_name", "p"), ("namespace", "a.b")],
+                &["x"],
+                "invalid KUBEXIT_NAMESPACE=\"a.b\"",
+            ),
+            (
+                &[("name", "a"), ("poll_interval", "1ms")],
+                &["x"],
+                "invalid KUBEXIT_POLL_INTERVAL=\"1ms\": must be at least 10ms",
+            ),
+            (
+                &[("name", "a"), ("ready_probe", "udp://1.2.3.4:5")],
+                &["x"],
+                "invalid KUBEXIT_READY_PROBE=\"udp://1.2.3.4:5\"",
+            ),
+            (
+                &[("name", "a"), ("ready_probe", "tcp://127.0.0.1")],
+                &["x"],
+                "port",
+            ),
+            (
+                &[("name", "a"), ("ready_probe", "file://relative")],
+                &["x"],
+                "absolute",
+            ),
+            (
+                &[("name", "a"), ("ready_timeout", "0")],
+                &["x"],
+                "invalid KUBEXIT_READY_TIMEOUT",
+            ),
+            (
+                &[
+                    ("name", "a"),
+                    ("shutdown_hooks", "http://10.1.2.3:15020/quitquitquit"),
+                ],
+                &["x"],
+                "is not a loopback address",
+            ),
+            (
+                &[("name", "a"), ("shutdown_hooks", "https://127.0.0.1/x")],
+                &["x"],
+                "invalid KUBEXIT_SHUTDOWN_HOOKS",
+            ),
+            (
+                &[("name", "a"), ("shutdown_hooks_allow_remote", "sure")],
+                &["x"],
+                "invalid KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE",
+            ),
+            (
+                &[("name", "a"), ("log_level", "loud")],
+                &["x"],
+                "invalid KUBEXIT_LOG_LEVEL=\"loud\"",
+            ),
+            (
+                &[("name", "a"), ("graveyard", "")],
+                &["x"],
+                "invalid KUBEXIT_GRAVEYARD",
+            ),
             (&[("name", "a")], &[], "COMMAND: no command given"),
             (&[("name", "a")], &[""], "COMMAND: no command given"),
         ];
@@ -849,26 +1001,53 @@ mod tests {
                 ("watch", "poll"),
                 ("poll_interval", "50ms"),
                 ("ready_probe", "http://localhost:15021/healthz/ready"),
-                ("shutdown_hooks", "http://127.0.0.1:15020/quitquitquit, http://[::1]:4191/shutdown"),
+                (
+                    "shutdown_hooks",
+                    "http://127.0.0.1:15020/quitquitquit, http://[::1]:4191/shutdown",
+                ),
             ],
             &["x"],
         )
         .unwrap();
         assert_eq!(c.watch, WatchMode::Poll);
         assert_eq!(c.poll_interval, Duration::from_millis(50));
-        assert!(matches!(&c.ready_probe, Some(Probe::Http(u)) if u.port == 15021 && u.path == "/healthz/ready"));
+        assert!(
+            matches!(&c.ready_probe, Some(Probe::Http(u)) if u.port == 15021 && u.path == "/healthz/ready")
+        );
         assert_eq!(c.shutdown_hooks.len(), 2);
         let c = cfg(
-            &[("name", "a"), ("shutdown_hooks", "http://proxy.internal:8080/stop"), ("shutdown_hooks_allow_remote", "true")],
+            &[
+                ("name", "a"),
+                ("shutdown_hooks", "http://proxy.internal:8080/stop"),
+                ("shutdown_hooks_allow_remote", "true"),
+            ],
             &["x"],
         )
         .unwrap();
         assert_eq!(c.shutdown_hooks[0].host, "proxy.internal");
         let d = cfg(&[("name", "a")], &["x"]).unwrap();
-        assert_eq!((d.watch, d.poll_interval, d.ready_probe.is_none()), (WatchMode::Auto, Duration::from_secs(1), true));
+        assert_eq!(
+            (d.watch, d.poll_interval, d.ready_probe.is_none()),
+            (WatchMode::Auto, Duration::from_secs(1), true)
+        );
         assert!(d.pod.is_none() && d.kubeconfig.is_none());
-        let c = cfg(&[("name", "a"), ("pod_name", "job-abc.x"), ("namespace", "team-a"), ("kubeconfig", "/k")], &["x"]).unwrap();
-        assert_eq!(c.pod, Some(PodRef { name: "job-abc.x".into(), namespace: "team-a".into() }));
+        let c = cfg(
+            &[
+                ("name", "a"),
+                ("pod_name", "job-abc.x"),
+                ("namespace", "team-a"),
+                ("kubeconfig", "/k"),
+            ],
+            &["x"],
+        )
+        .unwrap();
+        assert_eq!(
+            c.pod,
+            Some(PodRef {
+                name: "job-abc.x".into(),
+                namespace: "team-a".into()
+            })
+        );
         assert_eq!(c.kubeconfig, Some(PathBuf::from("/k")));
     }
 
@@ -876,8 +1055,14 @@ mod tests {
     fn flag_origin_named_as_flag() {
         let e = Config::from_lookup(
             |id| match id {
-                "name" => Some(Raw { value: "a".into(), origin: Origin::Env }),
-                "grace_period" => Some(Raw { value: "x".into(), origin: Origin::Flag }),
+                "name" => Some(Raw {
+                    value: "a".into(),
+                    origin: Origin::Env,
+                }),
+                "grace_period" => Some(Raw {
+                    value: "x".into(),
+                    origin: Origin::Flag,
+                }),
                 _ => None,
             },
             vec!["x".into()],
@@ -909,7 +1094,18 @@ mod tests {
         for (s, ns) in ok {
             assert_eq!(parse_go_duration(s), Ok(Duration::from_nanos(*ns)), "{s}");
         }
-        for bad in ["", "s", "1", "1x", "1.2.3s", ".s", "-5s", "1s2", "5 s", "99999999999999h"] {
+        for bad in [
+            "",
+            "s",
+            "1",
+            "1x",
+            "1.2.3s",
+            ".s",
+            "-5s",
+            "1s2",
+            "5 s",
+            "99999999999999h",
+        ] {
             assert!(parse_go_duration(bad).is_err(), "{bad} should fail");
         }
     }
@@ -951,14 +1147,33 @@ mod tests {
         for ok in ["a", "main", "sidecar-1", "0", &"a".repeat(63)] {
             assert!(validate_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "A", "a_b", "a.b", "-a", "a-", "a/b", "..", ".", &"a".repeat(64), "ä"] {
+        for bad in [
+            "",
+            "A",
+            "a_b",
+            "a.b",
+            "-a",
+            "a-",
+            "a/b",
+            "..",
+            ".",
+            &"a".repeat(64),
+            "ä",
+        ] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn bools() {
-        for (s, b) in [("true", true), ("1", true), ("YES", true), ("false", false), ("", false), ("0", false)] {
+        for (s, b) in [
+            ("true", true),
+            ("1", true),
+            ("YES", true),
+            ("false", false),
+            ("", false),
+            ("0", false),
+        ] {
             assert_eq!(parse_bool(s), Ok(b), "{s}");
         }
         assert!(parse_bool("2").is_err());

@@ -24,12 +24,19 @@ pub enum Lock {
 /// `Died` means dead; born without `Died` and with a free lock means its whole container
 /// was killed before recording its death; a lock alone (no `Born`) or no tombstone means
 /// not started yet. The lock is only consulted when it matters (`lock` is lazy).
-pub fn classify(tombstone: Option<&crate::tombstone::Tombstone>, lock: impl FnOnce() -> Lock) -> DepState {
+pub fn classify(
+    tombstone: Option<&crate::tombstone::Tombstone>,
+    lock: impl FnOnce() -> Lock,
+) -> DepState {
     match tombstone {
         None => DepState::Absent,
-        Some(t) if t.is_dead() => DepState::Dead { exit_code: t.exit_code },
+        Some(t) if t.is_dead() => DepState::Dead {
+            exit_code: t.exit_code,
+        },
         Some(t) if t.born.is_some() && lock() == Lock::Free => DepState::Dead { exit_code: None },
-        Some(t) => DepState::Alive { ready: t.ready.is_some() },
+        Some(t) => DepState::Alive {
+            ready: t.ready.is_some(),
+        },
     }
 }
 
@@ -40,9 +47,13 @@ pub enum DepState {
     Absent,
     /// A tombstone that cannot be read (empty, partial, garbage): not dead, not ready.
     Unreadable,
-    Alive { ready: bool },
+    Alive {
+        ready: bool,
+    },
     /// Died; the exit code is unknown when its wrapper could not record it.
-    Dead { exit_code: Option<i32> },
+    Dead {
+        exit_code: Option<i32>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +132,11 @@ pub enum Action {
     /// Start the child now.
     Spawn,
     /// Send `signal` to the child (or its process group when `group`).
-    Signal { signal: Signal, group: bool, why: String },
+    Signal {
+        signal: Signal,
+        group: bool,
+        why: String,
+    },
     /// SIGKILL the child's process group (grace period over).
     Kill { why: String },
     /// Record the death and exit with the outcome's code.
@@ -141,7 +156,12 @@ pub const FORWARDED: &[Signal] = &[
 ];
 
 /// Signals that end the container while it waits to start the child.
-const TERMINATING: &[Signal] = &[Signal::SIGTERM, Signal::SIGINT, Signal::SIGQUIT, Signal::SIGHUP];
+const TERMINATING: &[Signal] = &[
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGHUP,
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -178,9 +198,15 @@ impl Policy {
 pub enum Phase {
     /// Observing the graveyard before deciding to start.
     Created,
-    WaitingBirth { deadline: Instant },
+    WaitingBirth {
+        deadline: Instant,
+    },
     Running,
-    Stopping { dep: String, kill_at: Instant, killed: bool },
+    Stopping {
+        dep: String,
+        kill_at: Instant,
+        killed: bool,
+    },
     Finished,
 }
 
@@ -195,7 +221,12 @@ pub struct Core {
 
 impl Core {
     pub fn new(policy: Policy) -> Core {
-        Core { policy, phase: Phase::Created, deps: BTreeMap::new(), api_ready: Default::default() }
+        Core {
+            policy,
+            phase: Phase::Created,
+            deps: BTreeMap::new(),
+            api_ready: Default::default(),
+        }
     }
 
     pub fn phase(&self) -> &Phase {
@@ -210,7 +241,11 @@ impl Core {
     /// deps unless their readiness comes from the API), each once.
     pub fn watched(&self) -> Vec<String> {
         let mut v = self.policy.death_deps.clone();
-        let birth: &[String] = if self.policy.birth_via_api { &[] } else { &self.policy.birth_deps };
+        let birth: &[String] = if self.policy.birth_via_api {
+            &[]
+        } else {
+            &self.policy.birth_deps
+        };
         for b in birth {
             if !v.contains(b) {
                 v.push(b.clone());
@@ -227,7 +262,11 @@ impl Core {
     pub fn deadline(&self) -> Option<Instant> {
         match &self.phase {
             Phase::WaitingBirth { deadline } => Some(*deadline),
-            Phase::Stopping { kill_at, killed: false, .. } => Some(*kill_at),
+            Phase::Stopping {
+                kill_at,
+                killed: false,
+                ..
+            } => Some(*kill_at),
             _ => None,
         }
     }
@@ -267,7 +306,11 @@ impl Core {
 
     /// The API says exactly these containers of the pod are ready now.
     pub fn on_api_ready(&mut self, ready: &[String], _now: Instant) -> Vec<Action> {
-        self.api_ready = ready.iter().filter(|r| self.policy.birth_deps.contains(r)).cloned().collect();
+        self.api_ready = ready
+            .iter()
+            .filter(|r| self.policy.birth_deps.contains(r))
+            .cloned()
+            .collect();
         match self.phase {
             Phase::WaitingBirth { .. } if self.not_ready().is_empty() => self.spawn(),
             _ => vec![],
@@ -278,16 +321,21 @@ impl Core {
     /// birth timeout, so end now without starting the child.
     pub fn on_api_error(&mut self, message: String) -> Vec<Action> {
         match self.phase {
-            Phase::Created | Phase::WaitingBirth { .. } => {
-                self.not_started(Reason::BirthApiError, 1, None, format!("{message}; not starting the child"))
-            }
+            Phase::Created | Phase::WaitingBirth { .. } => self.not_started(
+                Reason::BirthApiError,
+                1,
+                None,
+                format!("{message}; not starting the child"),
+            ),
             _ => vec![],
         }
     }
 
     fn describe_dead(&self, dep: &str) -> String {
         match self.dep_state(dep) {
-            DepState::Dead { exit_code: Some(c) } => format!("death dependency {dep:?} died with exit code {c}"),
+            DepState::Dead { exit_code: Some(c) } => {
+                format!("death dependency {dep:?} died with exit code {c}")
+            }
             _ => format!("death dependency {dep:?} died (exit code unknown)"),
         }
     }
@@ -306,8 +354,20 @@ impl Core {
         vec![Action::Finish(outcome)]
     }
 
-    fn not_started(&mut self, reason: Reason, exit_code: i32, dep: Option<String>, message: String) -> Vec<Action> {
-        self.finish(Outcome { exit_code, reason, child_signal: None, death_dep: dep, message })
+    fn not_started(
+        &mut self,
+        reason: Reason,
+        exit_code: i32,
+        dep: Option<String>,
+        message: String,
+    ) -> Vec<Action> {
+        self.finish(Outcome {
+            exit_code,
+            reason,
+            child_signal: None,
+            death_dep: dep,
+            message,
+        })
     }
 
     fn spawn(&mut self) -> Vec<Action> {
@@ -321,14 +381,19 @@ impl Core {
             return vec![];
         }
         if let Some(dep) = self.dead_death_dep() {
-            let msg = format!("{} before the child was started; not starting it", self.describe_dead(&dep));
+            let msg = format!(
+                "{} before the child was started; not starting it",
+                self.describe_dead(&dep)
+            );
             let code = self.code_when_stopped(None);
             return self.not_started(Reason::DependencyDeadBeforeStart, code, Some(dep), msg);
         }
         if self.not_ready().is_empty() {
             return self.spawn();
         }
-        self.phase = Phase::WaitingBirth { deadline: now + self.policy.birth_timeout };
+        self.phase = Phase::WaitingBirth {
+            deadline: now + self.policy.birth_timeout,
+        };
         vec![]
     }
 
@@ -344,18 +409,34 @@ impl Core {
             Phase::Created | Phase::Finished | Phase::Stopping { .. } => vec![],
             Phase::WaitingBirth { .. } => {
                 if fired {
-                    let msg = format!("{} while waiting for birth dependencies; not starting the child", self.describe_dead(name));
+                    let msg = format!(
+                        "{} while waiting for birth dependencies; not starting the child",
+                        self.describe_dead(name)
+                    );
                     let code = self.code_when_stopped(None);
-                    return self.not_started(Reason::DependencyDeadBeforeStart, code, Some(name.to_string()), msg);
+                    return self.not_started(
+                        Reason::DependencyDeadBeforeStart,
+                        code,
+                        Some(name.to_string()),
+                        msg,
+                    );
                 }
-                if self.not_ready().is_empty() { self.spawn() } else { vec![] }
+                if self.not_ready().is_empty() {
+                    self.spawn()
+                } else {
+                    vec![]
+                }
             }
             Phase::Running => {
                 if !fired {
                     return vec![];
                 }
                 let kill_at = now + self.policy.grace_period;
-                self.phase = Phase::Stopping { dep: name.to_string(), kill_at, killed: false };
+                self.phase = Phase::Stopping {
+                    dep: name.to_string(),
+                    kill_at,
+                    killed: false,
+                };
                 let mut actions = vec![Action::Signal {
                     signal: self.policy.term_signal,
                     group: self.policy.signal_group,
@@ -372,7 +453,10 @@ impl Core {
         match self.phase {
             Phase::Created | Phase::WaitingBirth { .. } => {
                 if TERMINATING.contains(&sig) {
-                    let msg = format!("received {} before the child was started; not starting it", sig.as_str());
+                    let msg = format!(
+                        "received {} before the child was started; not starting it",
+                        sig.as_str()
+                    );
                     self.not_started(Reason::TerminatedBeforeStart, 128 + sig as i32, None, msg)
                 } else {
                     vec![]
@@ -404,8 +488,16 @@ impl Core {
                 );
                 self.not_started(Reason::BirthTimeout, 1, None, msg)
             }
-            Phase::Stopping { dep, kill_at, killed: false } if now >= kill_at => {
-                self.phase = Phase::Stopping { dep, kill_at, killed: true };
+            Phase::Stopping {
+                dep,
+                kill_at,
+                killed: false,
+            } if now >= kill_at => {
+                self.phase = Phase::Stopping {
+                    dep,
+                    kill_at,
+                    killed: true,
+                };
                 vec![Action::Kill {
                     why: format!(
                         "grace period of {} expired after {}",
@@ -440,10 +532,18 @@ impl Core {
             }
             _ => Outcome {
                 exit_code: status.code(),
-                reason: if child_signal.is_some() { Reason::Signaled } else { Reason::Exited },
+                reason: if child_signal.is_some() {
+                    Reason::Signaled
+                } else {
+                    Reason::Exited
+                },
                 child_signal,
                 death_dep: None,
-                message: format!("child {}; exiting {}", describe_status(status), status.code()),
+                message: format!(
+                    "child {}; exiting {}",
+                    describe_status(status),
+                    status.code()
+                ),
             },
         };
         self.finish(outcome)
@@ -454,7 +554,13 @@ impl Core {
             SpawnFailure::NotFound => 127,
             SpawnFailure::NotExecutable => 126,
         };
-        self.finish(Outcome { exit_code, reason: Reason::SpawnFailed, child_signal: None, death_dep: None, message: detail })
+        self.finish(Outcome {
+            exit_code,
+            reason: Reason::SpawnFailed,
+            child_signal: None,
+            death_dep: None,
+            message: detail,
+        })
     }
 }
 
@@ -473,11 +579,30 @@ mod tests {
     #[test]
     fn classify_tombstone_and_lock() {
         let now = chrono::Utc::now();
-        let born = Tombstone { born: Some(now), ..Default::default() };
-        let ready = Tombstone { born: Some(now), ready: Some(now), ..Default::default() };
-        let died = Tombstone { born: Some(now), died: Some(now), exit_code: Some(3), ..Default::default() };
-        let died_no_born = Tombstone { died: Some(now), exit_code: Some(0), ..Default::default() };
-        let no_born = Tombstone { ready: Some(now), ..Default::default() };
+        let born = Tombstone {
+            born: Some(now),
+            ..Default::default()
+        };
+        let ready = Tombstone {
+            born: Some(now),
+            ready: Some(now),
+            ..Default::default()
+        };
+        let died = Tombstone {
+            born: Some(now),
+            died: Some(now),
+            exit_code: Some(3),
+            ..Default::default()
+        };
+        let died_no_born = Tombstone {
+            died: Some(now),
+            exit_code: Some(0),
+            ..Default::default()
+        };
+        let no_born = Tombstone {
+            ready: Some(now),
+            ..Default::default()
+        };
         let cases: &[(Option<&Tombstone>, Lock, DepState)] = &[
             (None, Lock::Free, DepState::Absent), // a lock file alone: not started yet
             (None, Lock::Held, DepState::Absent),
@@ -486,9 +611,21 @@ mod tests {
             (Some(&born), Lock::Free, DepState::Dead { exit_code: None }),
             (Some(&ready), Lock::Held, DepState::Alive { ready: true }),
             (Some(&ready), Lock::Free, DepState::Dead { exit_code: None }),
-            (Some(&died), Lock::Held, DepState::Dead { exit_code: Some(3) }),
-            (Some(&died), Lock::Free, DepState::Dead { exit_code: Some(3) }),
-            (Some(&died_no_born), Lock::Unknown, DepState::Dead { exit_code: Some(0) }),
+            (
+                Some(&died),
+                Lock::Held,
+                DepState::Dead { exit_code: Some(3) },
+            ),
+            (
+                Some(&died),
+                Lock::Free,
+                DepState::Dead { exit_code: Some(3) },
+            ),
+            (
+                Some(&died_no_born),
+                Lock::Unknown,
+                DepState::Dead { exit_code: Some(0) },
+            ),
             (Some(&no_born), Lock::Free, DepState::Alive { ready: true }),
         ];
         for (t, lock, want) in cases {
@@ -516,18 +653,32 @@ mod tests {
     #[test]
     fn birth_deps_through_the_api() {
         let t0 = Instant::now();
-        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into(), "db".into()], birth_via_api: true, ..policy() });
-        assert_eq!(c.watched(), vec!["main"], "birth deps are not read from tombstones");
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into(), "db".into()],
+            birth_via_api: true,
+            ..policy()
+        });
+        assert_eq!(
+            c.watched(),
+            vec!["main"],
+            "birth deps are not read from tombstones"
+        );
         // tombstones say nothing about readiness in API mode
         c.on_dep("proxy", DepState::Alive { ready: true }, t0);
         assert!(c.start(t0).is_empty());
         assert_eq!(c.not_ready(), vec!["proxy", "db"]);
-        assert!(c.on_api_ready(&["proxy".into(), "unrelated".into()], t0).is_empty());
+        assert!(
+            c.on_api_ready(&["proxy".into(), "unrelated".into()], t0)
+                .is_empty()
+        );
         assert_eq!(c.not_ready(), vec!["db"]);
         // readiness can be lost again
         assert!(c.on_api_ready(&["db".into()], t0).is_empty());
         assert_eq!(c.not_ready(), vec!["proxy"]);
-        assert_eq!(c.on_api_ready(&["db".into(), "proxy".into()], t0), vec![Action::Spawn]);
+        assert_eq!(
+            c.on_api_ready(&["db".into(), "proxy".into()], t0),
+            vec![Action::Spawn]
+        );
         // once running, API errors change nothing
         assert!(c.on_api_error("boom".into()).is_empty());
     }
@@ -535,13 +686,21 @@ mod tests {
     #[test]
     fn api_error_ends_the_wait() {
         let t0 = Instant::now();
-        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into()], birth_via_api: true, ..policy() });
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into()],
+            birth_via_api: true,
+            ..policy()
+        });
         c.start(t0);
         let o = finish(&c.on_api_error("forbidden: needs get, list, watch on pods".into())).clone();
         assert_eq!((o.reason, o.exit_code), (Reason::BirthApiError, 1));
         assert!(o.message.contains("forbidden") && o.message.contains("not starting"));
         // a timeout names the deps the API did not report ready
-        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into()], birth_via_api: true, ..policy() });
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into()],
+            birth_via_api: true,
+            ..policy()
+        });
         c.start(t0);
         let o = finish(&c.tick(t0 + Duration::from_secs(30))).clone();
         assert!(o.message.contains("proxy"));
@@ -567,7 +726,12 @@ mod tests {
 
     #[test]
     fn starts_immediately_without_deps_in_the_way() {
-        for state in [DepState::Absent, DepState::Unreadable, DepState::Alive { ready: false }, DepState::Alive { ready: true }] {
+        for state in [
+            DepState::Absent,
+            DepState::Unreadable,
+            DepState::Alive { ready: false },
+            DepState::Alive { ready: true },
+        ] {
             let t0 = Instant::now();
             let mut c = Core::new(policy());
             assert!(c.on_dep("main", state.clone(), t0).is_empty());
@@ -583,14 +747,33 @@ mod tests {
             (DepExitCode::Zero, DeathTrigger::Any, dead(Some(0)), Some(0)),
             (DepExitCode::Zero, DeathTrigger::Any, dead(Some(1)), Some(0)),
             (DepExitCode::Zero, DeathTrigger::Any, dead(None), Some(0)),
-            (DepExitCode::Child, DeathTrigger::Any, dead(Some(1)), Some(143)),
-            (DepExitCode::Zero, DeathTrigger::Success, dead(Some(0)), Some(0)),
-            (DepExitCode::Zero, DeathTrigger::Success, dead(Some(1)), None),
+            (
+                DepExitCode::Child,
+                DeathTrigger::Any,
+                dead(Some(1)),
+                Some(143),
+            ),
+            (
+                DepExitCode::Zero,
+                DeathTrigger::Success,
+                dead(Some(0)),
+                Some(0),
+            ),
+            (
+                DepExitCode::Zero,
+                DeathTrigger::Success,
+                dead(Some(1)),
+                None,
+            ),
             (DepExitCode::Zero, DeathTrigger::Success, dead(None), None),
         ];
         for (dec, trig, state, want) in cases {
             let t0 = Instant::now();
-            let mut c = Core::new(Policy { dep_exit_code: dec, death_trigger: trig, ..policy() });
+            let mut c = Core::new(Policy {
+                dep_exit_code: dec,
+                death_trigger: trig,
+                ..policy()
+            });
             c.on_dep("main", state.clone(), t0);
             let a = c.start(t0);
             match want {
@@ -609,10 +792,15 @@ mod tests {
     #[test]
     fn death_dep_dies_then_term_then_kill_after_grace() {
         let (mut c, t0) = running(policy());
-        assert!(c.on_dep("main", DepState::Alive { ready: true }, t0).is_empty());
+        assert!(
+            c.on_dep("main", DepState::Alive { ready: true }, t0)
+                .is_empty()
+        );
         let a = c.on_dep("main", dead(Some(0)), t0);
         assert_eq!(a.len(), 1);
-        assert!(matches!(&a[0], Action::Signal { signal: Signal::SIGTERM, group: false, why } if why.contains("exit code 0")));
+        assert!(
+            matches!(&a[0], Action::Signal { signal: Signal::SIGTERM, group: false, why } if why.contains("exit code 0"))
+        );
         assert_eq!(c.deadline(), Some(t0 + Duration::from_secs(10)));
         // repeated notifications do not signal again
         assert!(c.on_dep("main", dead(Some(0)), t0).is_empty());
@@ -629,16 +817,33 @@ mod tests {
 
     #[test]
     fn zero_grace_kills_at_once() {
-        let (mut c, t0) = running(Policy { grace_period: Duration::ZERO, ..policy() });
+        let (mut c, t0) = running(Policy {
+            grace_period: Duration::ZERO,
+            ..policy()
+        });
         let a = c.on_dep("main", dead(Some(0)), t0);
-        assert!(matches!(&a[..], [Action::Signal { .. }, Action::Kill { .. }]), "{a:?}");
+        assert!(
+            matches!(&a[..], [Action::Signal { .. }, Action::Kill { .. }]),
+            "{a:?}"
+        );
     }
 
     #[test]
     fn custom_term_signal_and_group() {
-        let (mut c, t0) = running(Policy { term_signal: Signal::SIGINT, signal_group: true, ..policy() });
+        let (mut c, t0) = running(Policy {
+            term_signal: Signal::SIGINT,
+            signal_group: true,
+            ..policy()
+        });
         let a = c.on_dep("main", dead(Some(3)), t0);
-        assert!(matches!(&a[..], [Action::Signal { signal: Signal::SIGINT, group: true, .. }]));
+        assert!(matches!(
+            &a[..],
+            [Action::Signal {
+                signal: Signal::SIGINT,
+                group: true,
+                ..
+            }]
+        ));
     }
 
     #[test]
@@ -648,11 +853,22 @@ mod tests {
             (DepExitCode::Zero, ChildStatus::Exited(7), 0),
             (DepExitCode::Zero, ChildStatus::Signaled(Signal::SIGTERM), 0),
             (DepExitCode::Child, ChildStatus::Exited(7), 7),
-            (DepExitCode::Child, ChildStatus::Signaled(Signal::SIGTERM), 143),
-            (DepExitCode::Child, ChildStatus::Signaled(Signal::SIGKILL), 137),
+            (
+                DepExitCode::Child,
+                ChildStatus::Signaled(Signal::SIGTERM),
+                143,
+            ),
+            (
+                DepExitCode::Child,
+                ChildStatus::Signaled(Signal::SIGKILL),
+                137,
+            ),
         ];
         for (dec, status, want) in cases {
-            let (mut c, t0) = running(Policy { dep_exit_code: dec, ..policy() });
+            let (mut c, t0) = running(Policy {
+                dep_exit_code: dec,
+                ..policy()
+            });
             c.on_dep("main", dead(Some(0)), t0);
             let o = finish(&c.on_child_exit(status, t0)).clone();
             assert_eq!(o.exit_code, want, "{dec:?} {status:?}");
@@ -666,21 +882,46 @@ mod tests {
             (ChildStatus::Exited(0), 0, Reason::Exited, None),
             (ChildStatus::Exited(3), 3, Reason::Exited, None),
             (ChildStatus::Exited(255), 255, Reason::Exited, None),
-            (ChildStatus::Signaled(Signal::SIGKILL), 137, Reason::Signaled, Some(Signal::SIGKILL)),
-            (ChildStatus::Signaled(Signal::SIGTERM), 143, Reason::Signaled, Some(Signal::SIGTERM)),
-            (ChildStatus::Signaled(Signal::SIGSEGV), 139, Reason::Signaled, Some(Signal::SIGSEGV)),
+            (
+                ChildStatus::Signaled(Signal::SIGKILL),
+                137,
+                Reason::Signaled,
+                Some(Signal::SIGKILL),
+            ),
+            (
+                ChildStatus::Signaled(Signal::SIGTERM),
+                143,
+                Reason::Signaled,
+                Some(Signal::SIGTERM),
+            ),
+            (
+                ChildStatus::Signaled(Signal::SIGSEGV),
+                139,
+                Reason::Signaled,
+                Some(Signal::SIGSEGV),
+            ),
         ];
         for (status, code, reason, sig) in cases {
             // dep_exit_code only matters when stopped by a dep
-            let (mut c, t0) = running(Policy { dep_exit_code: DepExitCode::Zero, ..policy() });
+            let (mut c, t0) = running(Policy {
+                dep_exit_code: DepExitCode::Zero,
+                ..policy()
+            });
             let o = finish(&c.on_child_exit(status, t0)).clone();
-            assert_eq!((o.exit_code, o.reason, o.child_signal), (code, reason, sig), "{status:?}");
+            assert_eq!(
+                (o.exit_code, o.reason, o.child_signal),
+                (code, reason, sig),
+                "{status:?}"
+            );
         }
     }
 
     #[test]
     fn spawn_failures() {
-        for (f, code) in [(SpawnFailure::NotFound, 127), (SpawnFailure::NotExecutable, 126)] {
+        for (f, code) in [
+            (SpawnFailure::NotFound, 127),
+            (SpawnFailure::NotExecutable, 126),
+        ] {
             let (mut c, _) = running(policy());
             let o = finish(&c.on_spawn_failed(f, "x".into())).clone();
             assert_eq!((o.exit_code, o.reason), (code, Reason::SpawnFailed));
@@ -690,14 +931,27 @@ mod tests {
     #[test]
     fn signals_forwarded_while_running_and_stopping() {
         for group in [false, true] {
-            let (mut c, t0) = running(Policy { signal_group: group, ..policy() });
+            let (mut c, t0) = running(Policy {
+                signal_group: group,
+                ..policy()
+            });
             for &s in FORWARDED {
                 assert_eq!(
                     c.on_signal(s, t0),
-                    vec![Action::Signal { signal: s, group, why: format!("forwarding {}", s.as_str()) }]
+                    vec![Action::Signal {
+                        signal: s,
+                        group,
+                        why: format!("forwarding {}", s.as_str())
+                    }]
                 );
             }
-            for s in [Signal::SIGCHLD, Signal::SIGURG, Signal::SIGPIPE, Signal::SIGALRM, Signal::SIGTSTP] {
+            for s in [
+                Signal::SIGCHLD,
+                Signal::SIGURG,
+                Signal::SIGPIPE,
+                Signal::SIGALRM,
+                Signal::SIGTSTP,
+            ] {
                 assert!(c.on_signal(s, t0).is_empty(), "{s:?} must not be forwarded");
             }
             c.on_dep("main", dead(Some(0)), t0);
@@ -708,42 +962,77 @@ mod tests {
 
     #[test]
     fn non_death_deps_and_unknown_names_ignored() {
-        let (mut c, t0) = running(Policy { birth_deps: vec![], death_deps: vec!["main".into()], ..policy() });
+        let (mut c, t0) = running(Policy {
+            birth_deps: vec![],
+            death_deps: vec!["main".into()],
+            ..policy()
+        });
         assert!(c.on_dep("other", dead(Some(0)), t0).is_empty());
         assert_eq!(c.phase(), &Phase::Running);
-        for s in [DepState::Absent, DepState::Unreadable, DepState::Alive { ready: false }] {
+        for s in [
+            DepState::Absent,
+            DepState::Unreadable,
+            DepState::Alive { ready: false },
+        ] {
             assert!(c.on_dep("main", s, t0).is_empty());
         }
     }
 
     #[test]
     fn success_trigger_only_fires_on_zero() {
-        let (mut c, t0) = running(Policy { death_trigger: DeathTrigger::Success, ..policy() });
-        assert!(c.on_dep("main", dead(Some(1)), t0).is_empty(), "failed main is restarted: keep running");
-        assert!(c.on_dep("main", dead(None), t0).is_empty(), "unknown code is not success");
+        let (mut c, t0) = running(Policy {
+            death_trigger: DeathTrigger::Success,
+            ..policy()
+        });
+        assert!(
+            c.on_dep("main", dead(Some(1)), t0).is_empty(),
+            "failed main is restarted: keep running"
+        );
+        assert!(
+            c.on_dep("main", dead(None), t0).is_empty(),
+            "unknown code is not success"
+        );
         // restarted by the kubelet: new Born, no Died
-        assert!(c.on_dep("main", DepState::Alive { ready: true }, t0).is_empty());
+        assert!(
+            c.on_dep("main", DepState::Alive { ready: true }, t0)
+                .is_empty()
+        );
         assert_eq!(c.on_dep("main", dead(Some(0)), t0).len(), 1);
     }
 
     #[test]
     fn birth_deps_wait_then_spawn() {
         let t0 = Instant::now();
-        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into(), "db".into()], ..policy() });
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into(), "db".into()],
+            ..policy()
+        });
         c.on_dep("proxy", DepState::Alive { ready: false }, t0);
         assert!(c.start(t0).is_empty());
         assert_eq!(c.deadline(), Some(t0 + Duration::from_secs(30)));
         assert_eq!(c.not_ready(), vec!["proxy", "db"]);
-        assert!(c.on_dep("proxy", DepState::Alive { ready: true }, t0).is_empty());
+        assert!(
+            c.on_dep("proxy", DepState::Alive { ready: true }, t0)
+                .is_empty()
+        );
         assert!(c.on_dep("db", DepState::Unreadable, t0).is_empty());
-        assert!(c.on_dep("db", dead(Some(0)), t0).is_empty(), "dead is not ready");
-        assert_eq!(c.on_dep("db", DepState::Alive { ready: true }, t0), vec![Action::Spawn]);
+        assert!(
+            c.on_dep("db", dead(Some(0)), t0).is_empty(),
+            "dead is not ready"
+        );
+        assert_eq!(
+            c.on_dep("db", DepState::Alive { ready: true }, t0),
+            vec![Action::Spawn]
+        );
     }
 
     #[test]
     fn birth_deps_already_ready() {
         let t0 = Instant::now();
-        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into()], ..policy() });
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into()],
+            ..policy()
+        });
         c.on_dep("proxy", DepState::Alive { ready: true }, t0);
         assert_eq!(c.start(t0), vec![Action::Spawn]);
     }
@@ -751,21 +1040,36 @@ mod tests {
     #[test]
     fn birth_timeout_names_missing_deps() {
         let t0 = Instant::now();
-        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into(), "db".into()], ..policy() });
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into(), "db".into()],
+            ..policy()
+        });
         c.on_dep("db", DepState::Alive { ready: true }, t0);
         c.start(t0);
         assert!(c.tick(t0 + Duration::from_secs(29)).is_empty());
         let o = finish(&c.tick(t0 + Duration::from_secs(30))).clone();
         assert_eq!(o.reason, Reason::BirthTimeout);
         assert_ne!(o.exit_code, 0);
-        assert!(o.message.contains("proxy") && !o.message.contains("db"), "{}", o.message);
+        assert!(
+            o.message.contains("proxy") && !o.message.contains("db"),
+            "{}",
+            o.message
+        );
     }
 
     #[test]
     fn terminated_while_waiting_for_birth() {
-        for (sig, start) in [(Signal::SIGTERM, false), (Signal::SIGINT, false), (Signal::SIGWINCH, true), (Signal::SIGUSR1, true)] {
+        for (sig, start) in [
+            (Signal::SIGTERM, false),
+            (Signal::SIGINT, false),
+            (Signal::SIGWINCH, true),
+            (Signal::SIGUSR1, true),
+        ] {
             let t0 = Instant::now();
-            let mut c = Core::new(Policy { birth_deps: vec!["proxy".into()], ..policy() });
+            let mut c = Core::new(Policy {
+                birth_deps: vec!["proxy".into()],
+                ..policy()
+            });
             c.start(t0);
             let a = c.on_signal(sig, t0);
             if start {
@@ -774,7 +1078,11 @@ mod tests {
                 let o = finish(&a);
                 assert_eq!(o.reason, Reason::TerminatedBeforeStart);
                 assert_eq!(o.exit_code, 128 + sig as i32);
-                assert!(c.on_dep("proxy", DepState::Alive { ready: true }, t0).is_empty(), "never spawn after finish");
+                assert!(
+                    c.on_dep("proxy", DepState::Alive { ready: true }, t0)
+                        .is_empty(),
+                    "never spawn after finish"
+                );
             }
         }
     }
@@ -782,7 +1090,10 @@ mod tests {
     #[test]
     fn death_dep_dies_while_waiting_for_birth() {
         let t0 = Instant::now();
-        let mut c = Core::new(Policy { birth_deps: vec!["proxy".into()], ..policy() });
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into()],
+            ..policy()
+        });
         c.start(t0);
         let o = finish(&c.on_dep("main", dead(Some(0)), t0)).clone();
         assert_eq!(o.reason, Reason::DependencyDeadBeforeStart);
@@ -793,10 +1104,16 @@ mod tests {
     #[test]
     fn dep_both_birth_and_death() {
         let t0 = Instant::now();
-        let mut c = Core::new(Policy { birth_deps: vec!["main".into()], ..policy() });
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["main".into()],
+            ..policy()
+        });
         assert_eq!(c.watched(), vec!["main"]);
         c.start(t0);
-        assert_eq!(c.on_dep("main", DepState::Alive { ready: true }, t0), vec![Action::Spawn]);
+        assert_eq!(
+            c.on_dep("main", DepState::Alive { ready: true }, t0),
+            vec![Action::Spawn]
+        );
         assert_eq!(c.on_dep("main", dead(Some(0)), t0).len(), 1);
     }
 

@@ -36,7 +36,13 @@ pub fn atomic_write_urgent(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> i
     write_then_rename(dir, name, bytes, mode, false)
 }
 
-fn write_then_rename(dir: &Path, name: &str, bytes: &[u8], mode: u32, sync_first: bool) -> io::Result<()> {
+fn write_then_rename(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    mode: u32,
+    sync_first: bool,
+) -> io::Result<()> {
     let tmp = temp_path(dir, name);
     let mut file = None;
     let result = (|| {
@@ -95,7 +101,10 @@ fn libc_o_nofollow() -> i32 {
 
 /// Reads a file without following a symlink at its last component.
 pub fn read_nofollow(path: &Path) -> io::Result<Vec<u8>> {
-    let mut f = OpenOptions::new().read(true).custom_flags(libc_o_nofollow()).open(path)?;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_o_nofollow())
+        .open(path)?;
     let mut buf = Vec::with_capacity(256);
     f.read_to_end(&mut buf)?;
     Ok(buf)
@@ -146,11 +155,20 @@ pub fn owner_of(file_name: &str) -> &str {
 /// A lock file is never visible unlocked while we start: a new one is created under a
 /// temporary name, locked, then linked into place. (Created in place, a peer could open it
 /// between create and flock, find it free next to an old `Born` and call a false death.)
-pub fn acquire_lock(graveyard: &Path, name: &str, wait: Duration) -> io::Result<Option<Flock<File>>> {
+pub fn acquire_lock(
+    graveyard: &Path,
+    name: &str,
+    wait: Duration,
+) -> io::Result<Option<Flock<File>>> {
     let path = graveyard.join(lock_file_name(name));
     let deadline = Instant::now() + wait;
     loop {
-        match OpenOptions::new().read(true).write(true).custom_flags(libc_o_nofollow()).open(&path) {
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc_o_nofollow())
+            .open(&path)
+        {
             Ok(f) => match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
                 Ok(lock) => return Ok(Some(lock)),
                 Err((_, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
@@ -203,7 +221,11 @@ pub enum LockState {
 /// descriptor, released at once (read-only, so closing it raises no IN_CLOSE_WRITE).
 pub fn lock_state(graveyard: &Path, name: &str) -> LockState {
     let path = graveyard.join(lock_file_name(name));
-    let f = match OpenOptions::new().read(true).custom_flags(libc_o_nofollow()).open(&path) {
+    let f = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_o_nofollow())
+        .open(&path)
+    {
         Ok(f) => f,
         Err(_) => return LockState::Missing,
     };
@@ -236,7 +258,11 @@ mod tests {
     use super::*;
 
     fn tempdir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sexton-fsutil-{}-{}", std::process::id(), TMP_SEQ.fetch_add(1, Ordering::Relaxed)));
+        let d = std::env::temp_dir().join(format!(
+            "sexton-fsutil-{}-{}",
+            std::process::id(),
+            TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         fs::create_dir_all(&d).unwrap();
         d
     }
@@ -249,10 +275,18 @@ mod tests {
         std::os::unix::fs::symlink(&victim, d.join("main")).unwrap();
         atomic_write(&d, "main", b"{}\n", 0o644).unwrap();
         assert_eq!(fs::read(&victim).unwrap(), b"precious");
-        assert!(!fs::symlink_metadata(d.join("main")).unwrap().file_type().is_symlink());
+        assert!(
+            !fs::symlink_metadata(d.join("main"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         assert_eq!(fs::read(d.join("main")).unwrap(), b"{}\n");
         // no temp files left behind
-        let names: Vec<_> = fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 2, "{names:?}");
         fs::remove_dir_all(&d).unwrap();
     }
@@ -265,7 +299,11 @@ mod tests {
         assert!(matches!(read_tombstone(&d, "x"), Lookup::Bad(m) if m.contains("empty")));
         fs::write(d.join("x"), b"{\"Died\":").unwrap();
         assert!(matches!(read_tombstone(&d, "x"), Lookup::Bad(_)));
-        fs::write(d.join("x"), b"{\"Died\":\"2020-04-28T10:41:47Z\",\"ExitCode\":4}").unwrap();
+        fs::write(
+            d.join("x"),
+            b"{\"Died\":\"2020-04-28T10:41:47Z\",\"ExitCode\":4}",
+        )
+        .unwrap();
         assert!(matches!(read_tombstone(&d, "x"), Lookup::Found(t) if t.exit_code == Some(4)));
         fs::write(d.join("target"), b"{\"Died\":\"2020-04-28T10:41:47Z\"}").unwrap();
         std::os::unix::fs::symlink(d.join("target"), d.join("link")).unwrap();
@@ -277,14 +315,23 @@ mod tests {
     fn locks() {
         let d = tempdir();
         assert_eq!(lock_state(&d, "main"), LockState::Missing);
-        let held = acquire_lock(&d, "main", Duration::ZERO).unwrap().expect("free");
+        let held = acquire_lock(&d, "main", Duration::ZERO)
+            .unwrap()
+            .expect("free");
         assert_eq!(lock_state(&d, "main"), LockState::Held);
         // a second holder (another open file description) cannot take it
-        assert!(acquire_lock(&d, "main", Duration::from_millis(30)).unwrap().is_none());
+        assert!(
+            acquire_lock(&d, "main", Duration::from_millis(30))
+                .unwrap()
+                .is_none()
+        );
         // a waiter returns exactly when the holder lets go
         let (d2, (tx, rx)) = (d.clone(), std::sync::mpsc::channel());
         std::thread::spawn(move || tx.send(wait_lock_released(&d2, "main").is_ok()).unwrap());
-        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "returned while held");
+        assert!(
+            rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "returned while held"
+        );
         drop(held);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
         assert_eq!(lock_state(&d, "main"), LockState::Free);
@@ -301,7 +348,10 @@ mod tests {
         fs::write(d.join("src"), b"binary").unwrap();
         let out = d.join("out");
         fs::create_dir(&out).unwrap();
-        assert_eq!(atomic_copy(&d.join("src"), &out, "sexton", 0o755).unwrap(), 6);
+        assert_eq!(
+            atomic_copy(&d.join("src"), &out, "sexton", 0o755).unwrap(),
+            6
+        );
         let m = fs::metadata(out.join("sexton")).unwrap();
         assert_eq!(m.permissions().mode() & 0o777, 0o755);
         fs::remove_dir_all(&d).unwrap();

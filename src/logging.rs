@@ -10,6 +10,10 @@ pub fn init(format: LogFormat, level: tracing::Level) {
         .with_max_level(level);
     let _ = match format {
         LogFormat::Text => builder.with_ansi(false).try_init(),
-        LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
     };
 }

@@ -52,7 +52,9 @@ impl Probe {
     /// One check, bounded by `timeout`. Ok means ready.
     pub fn check(&self, timeout: Duration) -> Result<(), String> {
         match self {
-            Probe::Tcp { host, port } => connect(host, *port, timeout).map(|_| ()).map_err(|e| e.to_string()),
+            Probe::Tcp { host, port } => connect(host, *port, timeout)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
             Probe::Http(u) => match request("GET", u, timeout) {
                 Ok(code) if (200..300).contains(&code) => Ok(()),
                 Ok(code) => Err(format!("HTTP status {code}")),
@@ -70,12 +72,22 @@ impl Probe {
 }
 
 fn bracket(host: &str) -> String {
-    if host.contains(':') { format!("[{host}]") } else { host.to_string() }
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
 }
 
 impl std::fmt::Display for HttpUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}:{}{}", bracket(&self.host), self.port, self.path)
+        write!(
+            f,
+            "http://{}:{}{}",
+            bracket(&self.host),
+            self.port,
+            self.path
+        )
     }
 }
 
@@ -102,7 +114,11 @@ fn split_host_port(hp: &str, default_port: Option<u16>) -> Result<(String, u16),
         return Err(format!("bad host {host:?}"));
     }
     let port = match (port, default_port) {
-        (Some(p), _) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| format!("bad port {p:?}"))?,
+        (Some(p), _) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("bad port {p:?}"))?,
         (None, Some(d)) => d,
         (None, None) => return Err("missing port: use HOST:PORT".into()),
     };
@@ -125,7 +141,11 @@ impl HttpUrl {
         if path.contains(['\r', '\n', ' ']) {
             return Err("the path may not contain spaces or line breaks".into());
         }
-        Ok(HttpUrl { host, port, path: path.to_string() })
+        Ok(HttpUrl {
+            host,
+            port,
+            path: path.to_string(),
+        })
     }
 
     /// 127.0.0.0/8, ::1 or `localhost`.
@@ -170,7 +190,11 @@ pub fn request(method: &str, url: &HttpUrl, timeout: Duration) -> io::Result<u16
     };
     let mut s = connect(&url.host, url.port, left()?)?;
     s.set_write_timeout(Some(left()?))?;
-    let host = if url.port == 80 { bracket(&url.host) } else { format!("{}:{}", bracket(&url.host), url.port) };
+    let host = if url.port == 80 {
+        bracket(&url.host)
+    } else {
+        format!("{}:{}", bracket(&url.host), url.port)
+    };
     write!(
         s,
         "{method} {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: sexton/{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -190,7 +214,12 @@ pub fn request(method: &str, url: &HttpUrl, timeout: Duration) -> io::Result<u16
             break;
         }
     }
-    parse_status(&buf).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no HTTP status line in the response"))
+    parse_status(&buf).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "no HTTP status line in the response",
+        )
+    })
 }
 
 fn parse_status(buf: &[u8]) -> Option<u16> {
@@ -209,12 +238,44 @@ mod tests {
 
     #[test]
     fn parse_probes() {
-        assert_eq!(Probe::parse("tcp://127.0.0.1:15021"), Ok(Probe::Tcp { host: "127.0.0.1".into(), port: 15021 }));
-        assert_eq!(Probe::parse("tcp://[::1]:80/"), Ok(Probe::Tcp { host: "::1".into(), port: 80 }));
-        assert_eq!(Probe::parse("file:///tmp/ready"), Ok(Probe::File("/tmp/ready".into())));
-        let Probe::Http(u) = Probe::parse("http://localhost:15021/healthz/ready?x=1").unwrap() else { panic!() };
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("localhost", 15021, "/healthz/ready?x=1"));
-        for bad in ["", "tcp://", "tcp://host", "tcp://:80", "tcp://h:0", "tcp://h:70000", "https://x", "file://x", "ftp://a:1", "http://a b/"] {
+        assert_eq!(
+            Probe::parse("tcp://127.0.0.1:15021"),
+            Ok(Probe::Tcp {
+                host: "127.0.0.1".into(),
+                port: 15021
+            })
+        );
+        assert_eq!(
+            Probe::parse("tcp://[::1]:80/"),
+            Ok(Probe::Tcp {
+                host: "::1".into(),
+                port: 80
+            })
+        );
+        assert_eq!(
+            Probe::parse("file:///tmp/ready"),
+            Ok(Probe::File("/tmp/ready".into()))
+        );
+        let Probe::Http(u) = Probe::parse("http://localhost:15021/healthz/ready?x=1").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("localhost", 15021, "/healthz/ready?x=1")
+        );
+        for bad in [
+            "",
+            "tcp://",
+            "tcp://host",
+            "tcp://:80",
+            "tcp://h:0",
+            "tcp://h:70000",
+            "https://x",
+            "file://x",
+            "ftp://a:1",
+            "http://a b/",
+        ] {
             assert!(Probe::parse(bad).is_err(), "{bad}");
         }
     }
@@ -229,7 +290,12 @@ mod tests {
         assert_eq!(u.to_string(), "http://[::1]:4191/shutdown");
         let u = HttpUrl::parse("http://127.8.9.10").unwrap();
         assert!(u.is_loopback() && u.port == 80 && u.path == "/");
-        for remote in ["http://10.0.0.1:1/", "http://example.com/", "http://[fe80::1]:1/", "http://0.0.0.0:1/"] {
+        for remote in [
+            "http://10.0.0.1:1/",
+            "http://example.com/",
+            "http://[fe80::1]:1/",
+            "http://0.0.0.0:1/",
+        ] {
             assert!(!HttpUrl::parse(remote).unwrap().is_loopback(), "{remote}");
         }
         assert!(HttpUrl::parse("http://user@127.0.0.1/").is_err());
@@ -238,7 +304,10 @@ mod tests {
     #[test]
     fn status_lines() {
         assert_eq!(parse_status(b"HTTP/1.1 200 OK\r\n"), Some(200));
-        assert_eq!(parse_status(b"HTTP/1.0 503 Service Unavailable\r\nx"), Some(503));
+        assert_eq!(
+            parse_status(b"HTTP/1.0 503 Service Unavailable\r\nx"),
+            Some(503)
+        );
         assert_eq!(parse_status(b"SSH-2.0-OpenSSH\r\n"), None);
         assert_eq!(parse_status(b""), None);
     }

@@ -33,7 +33,11 @@ pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
         cmd.pre_exec(move || {
             // The supervisor blocks the signals it reads from its signalfd; the child must
             // start with none blocked, or it would never see a forwarded SIGTERM.
-            nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+            nix::sys::signal::pthread_sigmask(
+                SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            )?;
             nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
             if tty {
                 // A background group calling tcsetpgrp gets SIGTTOU unless it is ignored.
@@ -56,7 +60,9 @@ pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
             Err(match e.kind() {
                 io::ErrorKind::NotFound => (
                     SpawnFailure::NotFound,
-                    format!("command {name:?} not found: {e} (check the image's PATH and the container's command)"),
+                    format!(
+                        "command {name:?} not found: {e} (check the image's PATH and the container's command)"
+                    ),
                 ),
                 _ => (
                     SpawnFailure::NotExecutable,

@@ -101,11 +101,16 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
     let efd = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
         .map_err(|e| SetupError(format!("cannot create an eventfd: {e}")))?;
     let (tx, rx) = mpsc::channel::<Event>();
-    let poster = Poster { tx, efd: Arc::new(efd) };
+    let poster = Poster {
+        tx,
+        efd: Arc::new(efd),
+    };
 
     if std::process::id() != 1 {
         if let Err(e) = process::become_subreaper() {
-            warn!("cannot become a child subreaper ({e}); orphans of the child will not be reaped by sexton");
+            warn!(
+                "cannot become a child subreaper ({e}); orphans of the child will not be reaped by sexton"
+            );
         }
     }
 
@@ -130,7 +135,9 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
             return Err(SetupError(format!(
                 "invalid KUBEXIT_NAME={:?}: the lock {} is held by another live container; each container of a pod needs its own name",
                 cfg.name,
-                cfg.graveyard.join(fsutil::lock_file_name(&cfg.name)).display()
+                cfg.graveyard
+                    .join(fsutil::lock_file_name(&cfg.name))
+                    .display()
             )));
         }
         Err(e) => {
@@ -215,7 +222,12 @@ impl Supervisor {
         &self.cfg.graveyard
     }
 
-    fn run_loop(&mut self, rx: &mpsc::Receiver<Event>, sigfd: &SignalFd, watcher: Option<&crate::watch::GraveyardWatcher>) -> i32 {
+    fn run_loop(
+        &mut self,
+        rx: &mpsc::Receiver<Event>,
+        sigfd: &SignalFd,
+        watcher: Option<&crate::watch::GraveyardWatcher>,
+    ) -> i32 {
         info!(
             death_deps = ?self.cfg.death_deps,
             birth_deps = ?self.cfg.birth_deps,
@@ -246,9 +258,13 @@ impl Supervisor {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let timeout = deadline.map(|d| TimeSpec::from_duration(d.saturating_duration_since(Instant::now())));
+            let timeout = deadline
+                .map(|d| TimeSpec::from_duration(d.saturating_duration_since(Instant::now())));
             let (sig_ready, ino_ready, wake_ready) = {
-                let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN), PollFd::new(efd.as_fd(), PollFlags::POLLIN)];
+                let mut fds = vec![
+                    PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(efd.as_fd(), PollFlags::POLLIN),
+                ];
                 if let Some(w) = watcher {
                     fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
                 }
@@ -260,7 +276,11 @@ impl Supervisor {
                     }
                 }
                 let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-                (ready(&fds[0]), fds.get(2).is_some_and(ready), ready(&fds[1]))
+                (
+                    ready(&fds[0]),
+                    fds.get(2).is_some_and(ready),
+                    ready(&fds[1]),
+                )
             };
             let now = Instant::now();
             if sig_ready {
@@ -276,7 +296,9 @@ impl Supervisor {
                     let changes = w.drain();
                     let mut actions = vec![];
                     if changes.rescan {
-                        warn!("graveyard watch lost events or the directory moved; re-reading dependencies");
+                        warn!(
+                            "graveyard watch lost events or the directory moved; re-reading dependencies"
+                        );
                         actions.extend(self.rescan(now));
                     }
                     for name in &changes.names {
@@ -327,7 +349,9 @@ impl Supervisor {
     }
 
     fn on_signal(&mut self, s: i32, now: Instant) -> Vec<Action> {
-        let Ok(sig) = Signal::try_from(s) else { return vec![] };
+        let Ok(sig) = Signal::try_from(s) else {
+            return vec![];
+        };
         if sig == Signal::SIGCHLD {
             let (status, others) = process::reap(self.child.map(|c| c.pid));
             if others > 0 {
@@ -391,39 +415,61 @@ impl Supervisor {
         if !self.locks_work
             || self.lock_waiters.contains(dep)
             || !self.cfg.death_deps.iter().any(|d| d == dep)
-            || !matches!(self.core.phase(), crate::core::Phase::Running | crate::core::Phase::WaitingBirth { .. } | crate::core::Phase::Created)
+            || !matches!(
+                self.core.phase(),
+                crate::core::Phase::Running
+                    | crate::core::Phase::WaitingBirth { .. }
+                    | crate::core::Phase::Created
+            )
         {
             return;
         }
-        let (graveyard, name, poster) = (self.cfg.graveyard.clone(), dep.to_string(), self.poster.clone());
-        let spawned = std::thread::Builder::new().name("lock-waiter".into()).stack_size(64 * 1024).spawn(move || {
-            if fsutil::wait_lock_released(&graveyard, &name).is_ok() {
-                poster.post(Event::LockReleased(name));
-            }
-        });
+        let (graveyard, name, poster) = (
+            self.cfg.graveyard.clone(),
+            dep.to_string(),
+            self.poster.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("lock-waiter".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                if fsutil::wait_lock_released(&graveyard, &name).is_ok() {
+                    poster.post(Event::LockReleased(name));
+                }
+            });
         match spawned {
             Ok(_) => {
                 self.lock_waiters.insert(dep.to_string());
             }
-            Err(e) => warn!(dep, "cannot start a lock waiter ({e}); relying on events and polling"),
+            Err(e) => warn!(
+                dep,
+                "cannot start a lock waiter ({e}); relying on events and polling"
+            ),
         }
     }
 
     /// Birth deps through the Kubernetes API: one watch of this pod on its own thread.
     fn start_api_watch(&self) -> Result<(), SetupError> {
-        let Some(pod) = self.cfg.pod.clone() else { return Ok(()) };
+        let Some(pod) = self.cfg.pod.clone() else {
+            return Ok(());
+        };
         if self.cfg.birth_deps.is_empty() {
             return Ok(());
         }
         #[cfg(feature = "api")]
         {
             let poster = self.poster.clone();
-            crate::api::spawn(pod, self.cfg.kubeconfig.clone(), self.probe_stop.clone(), move |ev| {
-                poster.post(match ev {
-                    crate::api::ApiEvent::Ready(r) => Event::ApiReady(r),
-                    crate::api::ApiEvent::Fatal(m) => Event::ApiFatal(m),
-                })
-            })
+            crate::api::spawn(
+                pod,
+                self.cfg.kubeconfig.clone(),
+                self.probe_stop.clone(),
+                move |ev| {
+                    poster.post(match ev {
+                        crate::api::ApiEvent::Ready(r) => Event::ApiReady(r),
+                        crate::api::ApiEvent::Fatal(m) => Event::ApiFatal(m),
+                    })
+                },
+            )
             .map_err(|e| SetupError(format!("cannot start the API watch thread: {e}")))
         }
         #[cfg(not(feature = "api"))]
@@ -447,9 +493,15 @@ impl Supervisor {
     /// Checks the child's readiness on a thread of its own (each check may block up to
     /// the probe timeout) and posts `Event::Ready` once it passes.
     fn start_probe(&self) {
-        let Some(probe) = self.cfg.ready_probe.clone() else { return };
+        let Some(probe) = self.cfg.ready_probe.clone() else {
+            return;
+        };
         let (interval, timeout) = (self.cfg.ready_interval, self.cfg.ready_timeout);
-        let (poster, stop, span) = (self.poster.clone(), self.probe_stop.clone(), tracing::Span::current());
+        let (poster, stop, span) = (
+            self.poster.clone(),
+            self.probe_stop.clone(),
+            tracing::Span::current(),
+        );
         let spawned = std::thread::Builder::new().name("ready-probe".into()).stack_size(128 * 1024).spawn(move || {
             let _e = span.enter();
             info!(probe = %probe.describe(), interval = %format_go_duration(interval), "checking the child's readiness");
@@ -472,7 +524,9 @@ impl Supervisor {
             }
         });
         if let Err(e) = spawned {
-            error!("cannot start the readiness probe thread: {e}; the child will never be marked ready");
+            error!(
+                "cannot start the readiness probe thread: {e}; the child will never be marked ready"
+            );
         }
     }
 
@@ -501,13 +555,19 @@ impl Supervisor {
                 {
                     // Born, never recorded its death, and its supervisor's lock is free: the
                     // whole container was killed (OOM, SIGKILL after the grace period).
-                    warn!(dep = name, "{name:?} was born but its supervisor is gone (lock released) without recording its death: treating it as dead, exit code unknown");
+                    warn!(
+                        dep = name,
+                        "{name:?} was born but its supervisor is gone (lock released) without recording its death: treating it as dead, exit code unknown"
+                    );
                 }
                 state
             }
             Lookup::Bad(why) => {
                 if self.bad.get(name) != Some(&why) {
-                    warn!(dep = name, "tombstone of {name:?} is not usable yet ({why}); treating it as not dead and re-reading on the next change");
+                    warn!(
+                        dep = name,
+                        "tombstone of {name:?} is not usable yet ({why}); treating it as not dead and re-reading on the next change"
+                    );
                     self.bad.insert(name.to_string(), why);
                 }
                 DepState::Unreadable
@@ -517,8 +577,17 @@ impl Supervisor {
 
     fn write_tombstone(&self) {
         // a death is waited for by others: make it visible before making it durable
-        let write = if self.tombstone.died.is_some() { fsutil::atomic_write_urgent } else { fsutil::atomic_write };
-        if let Err(e) = write(self.graveyard(), &self.cfg.name, &self.tombstone.encode(), 0o644) {
+        let write = if self.tombstone.died.is_some() {
+            fsutil::atomic_write_urgent
+        } else {
+            fsutil::atomic_write
+        };
+        if let Err(e) = write(
+            self.graveyard(),
+            &self.cfg.name,
+            &self.tombstone.encode(),
+            0o644,
+        ) {
             error!(
                 "cannot write tombstone {}: {e}",
                 self.graveyard().join(&self.cfg.name).display()
@@ -536,7 +605,10 @@ impl Supervisor {
                         self.child = Some(child);
                         let now: DateTime<Utc> = Utc::now();
                         // a fresh record: a restarted container replaces its old tombstone
-                        self.tombstone = Tombstone { born: Some(now), ..Tombstone::default() };
+                        self.tombstone = Tombstone {
+                            born: Some(now),
+                            ..Tombstone::default()
+                        };
                         if self.cfg.ready_probe.is_none() {
                             self.tombstone.ready = Some(now);
                         }
@@ -567,7 +639,10 @@ impl Supervisor {
                 }
                 Action::Kill { why } => {
                     if let Some(child) = &self.child {
-                        warn!(pgid = child.pgid.as_raw(), "sending SIGKILL to the child's process group: {why}");
+                        warn!(
+                            pgid = child.pgid.as_raw(),
+                            "sending SIGKILL to the child's process group: {why}"
+                        );
                         process::kill_all(child);
                     }
                 }

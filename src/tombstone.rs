@@ -82,8 +82,8 @@ impl Tombstone {
 
     /// Decodes sexton JSON or kubexit YAML; keys are case-insensitive, unknown keys ignored.
     pub fn decode(bytes: &[u8]) -> Result<Tombstone, DecodeError> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|_| DecodeError::Invalid("not UTF-8".into()))?;
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| DecodeError::Invalid("not UTF-8".into()))?;
         let trimmed = text.trim();
         if trimmed.is_empty() {
             return Err(DecodeError::Empty);
@@ -111,7 +111,9 @@ fn apply(t: &mut Tombstone, key: &str, val: Val) -> Result<(), DecodeError> {
             Val::Str(s) => DateTime::parse_from_rfc3339(&s)
                 .map(|d| Some(d.with_timezone(&Utc)))
                 .map_err(|e| DecodeError::Invalid(format!("{key}: bad time {s:?}: {e}"))),
-            _ => Err(DecodeError::Invalid(format!("{key}: expected a time string"))),
+            _ => Err(DecodeError::Invalid(format!(
+                "{key}: expected a time string"
+            ))),
         }
     };
     let string = |v: Val| -> Result<Option<String>, DecodeError> {
@@ -129,9 +131,10 @@ fn apply(t: &mut Tombstone, key: &str, val: Val) -> Result<(), DecodeError> {
         "exitcode" => {
             t.exit_code = match val {
                 Val::Null => None,
-                Val::Int(i) => Some(i32::try_from(i).map_err(|_| {
-                    DecodeError::Invalid(format!("{key}: {i} is out of range"))
-                })?),
+                Val::Int(i) => Some(
+                    i32::try_from(i)
+                        .map_err(|_| DecodeError::Invalid(format!("{key}: {i} is out of range")))?,
+                ),
                 Val::Str(s) => Some(s.trim().parse().map_err(|_| {
                     DecodeError::Invalid(format!("{key}: {s:?} is not an integer"))
                 })?),
@@ -175,7 +178,9 @@ fn decode_yaml(text: &str) -> Result<Tombstone, DecodeError> {
     // kubexit's file always ends with a newline; without one the last line may be cut
     // (`ExitCode: 1` of `ExitCode: 17`), so the file is not complete yet.
     if !text.ends_with('\n') {
-        return Err(DecodeError::Invalid("incomplete last line (no trailing newline)".into()));
+        return Err(DecodeError::Invalid(
+            "incomplete last line (no trailing newline)".into(),
+        ));
     }
     let mut t = Tombstone::default();
     for (n, line) in text.lines().enumerate() {
@@ -185,14 +190,20 @@ fn decode_yaml(text: &str) -> Result<Tombstone, DecodeError> {
             continue;
         }
         if line.starts_with([' ', '\t']) {
-            return Err(DecodeError::Invalid(format!("line {}: nested YAML is not a tombstone", n + 1)));
+            return Err(DecodeError::Invalid(format!(
+                "line {}: nested YAML is not a tombstone",
+                n + 1
+            )));
         }
         let (key, raw) = content.split_once(':').ok_or_else(|| {
             DecodeError::Invalid(format!("line {}: expected `Key: value`", n + 1))
         })?;
         let key = key.trim();
         if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(DecodeError::Invalid(format!("line {}: bad key {key:?}", n + 1)));
+            return Err(DecodeError::Invalid(format!(
+                "line {}: bad key {key:?}",
+                n + 1
+            )));
         }
         let val = yaml_scalar(raw.trim())
             .map_err(|m| DecodeError::Invalid(format!("line {}: {m}", n + 1)))?;
@@ -264,8 +275,8 @@ mod tests {
 
     #[test]
     fn json_roundtrip_with_sexton_fields() {
-        let born = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap()
-            + chrono::Duration::nanoseconds(123);
+        let born =
+            Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap() + chrono::Duration::nanoseconds(123);
         let ts = Tombstone {
             born: Some(born),
             ready: Some(born),
@@ -277,7 +288,10 @@ mod tests {
         };
         let bytes = ts.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();
-        assert!(text.contains("\"Born\":\"2026-01-02T03:04:05.000000123Z\""), "{text}");
+        assert!(
+            text.contains("\"Born\":\"2026-01-02T03:04:05.000000123Z\""),
+            "{text}"
+        );
         assert!(text.contains("\"ExitCode\":137"));
         assert!(text.ends_with('\n'));
         assert_eq!(Tombstone::decode(&bytes).unwrap(), ts);
@@ -285,11 +299,16 @@ mod tests {
 
     #[test]
     fn json_omits_unset_and_keys_case_insensitive() {
-        let ts = Tombstone { born: Some(Utc::now()), ..Default::default() };
+        let ts = Tombstone {
+            born: Some(Utc::now()),
+            ..Default::default()
+        };
         let text = String::from_utf8(ts.encode()).unwrap();
         assert!(!text.contains("Died"));
         assert!(!text.contains("ExitCode"));
-        let ts = Tombstone::decode(br#"{"born":"2020-04-28T10:41:46Z","died":null,"exitcode":null}"#).unwrap();
+        let ts =
+            Tombstone::decode(br#"{"born":"2020-04-28T10:41:46Z","died":null,"exitcode":null}"#)
+                .unwrap();
         assert!(ts.born.is_some() && ts.died.is_none() && ts.exit_code.is_none());
     }
 
@@ -319,7 +338,11 @@ mod tests {
             br#"{"ExitCode": 99999999999}"#,
         ];
         for c in cases {
-            assert!(Tombstone::decode(c).is_err(), "{:?}", String::from_utf8_lossy(c));
+            assert!(
+                Tombstone::decode(c).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(c)
+            );
         }
         assert_eq!(Tombstone::decode(b""), Err(DecodeError::Empty));
     }

@@ -52,7 +52,12 @@ impl GraveyardWatcher {
                 Ok(events) if events.is_empty() => break,
                 Ok(events) => {
                     for e in events {
-                        if e.mask.intersects(AddWatchFlags::IN_Q_OVERFLOW | AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF | AddWatchFlags::IN_IGNORED) {
+                        if e.mask.intersects(
+                            AddWatchFlags::IN_Q_OVERFLOW
+                                | AddWatchFlags::IN_DELETE_SELF
+                                | AddWatchFlags::IN_MOVE_SELF
+                                | AddWatchFlags::IN_IGNORED,
+                        ) {
                             c.rescan = true;
                         }
                         if let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) {
@@ -95,7 +100,10 @@ mod tests {
         std::fs::write(d.join("tmp"), "z\n").unwrap();
         std::fs::rename(d.join("tmp"), d.join("side")).unwrap();
         let c = w.drain();
-        assert!(c.names.contains(&"main".to_string()) && c.names.contains(&"side".to_string()), "{c:?}");
+        assert!(
+            c.names.contains(&"main".to_string()) && c.names.contains(&"side".to_string()),
+            "{c:?}"
+        );
         assert_eq!(c.names.iter().filter(|n| *n == "main").count(), 1);
         std::fs::remove_dir_all(&d).unwrap();
         assert!(w.drain().rescan, "the directory itself went away");

@@ -30,11 +30,18 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 async fn create<K>(client: &Client, ns: &str, v: serde_json::Value) -> K
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
     K::DynamicType: Default,
 {
     let obj: K = serde_json::from_value(v).unwrap();
-    Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap()
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap()
 }
 
 /// A pod object (never scheduled: no kubelet), a ServiceAccount, and optionally the Role
@@ -53,14 +60,21 @@ async fn setup(client: &Client, ns: &str, pod: &Pod, with_role: bool) -> std::pa
             "subjects": [{"kind": "ServiceAccount", "name": "job", "namespace": ns}]
         })).await;
     }
-    create::<K8sPod>(client, ns, json!({
-        "metadata": {"name": "job-1"},
-        "spec": {"serviceAccountName": "job", "restartPolicy": "Never", "containers": [
-            {"name": "main", "image": "example/main"},
-            {"name": "proxy", "image": "example/proxy"}
-        ]}
-    })).await;
-    let tr: TokenRequest = serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}})).unwrap();
+    create::<K8sPod>(
+        client,
+        ns,
+        json!({
+            "metadata": {"name": "job-1"},
+            "spec": {"serviceAccountName": "job", "restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "example/main"},
+                {"name": "proxy", "image": "example/proxy"}
+            ]}
+        }),
+    )
+    .await;
+    let tr: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+            .unwrap();
     let tr = Api::<ServiceAccount>::namespaced(client.clone(), ns)
         .create_token_request("job", &PostParams::default(), &tr)
         .await
@@ -74,13 +88,34 @@ async fn setup(client: &Client, ns: &str, pod: &Pod, with_role: bool) -> std::pa
 }
 
 /// sexton as PID 1 of new PID and mount namespaces, with the token at the in-cluster path.
-fn in_cluster(pod: &Pod, name: &str, sa: &Path, ns: &str, env: &[(&str, &str)], cmd: &[&str]) -> Container {
+fn in_cluster(
+    pod: &Pod,
+    name: &str,
+    sa: &Path,
+    ns: &str,
+    env: &[(&str, &str)],
+    cmd: &[&str],
+) -> Container {
     fs::create_dir_all("/run/secrets").unwrap(); // mount point; the tmpfs is private to the namespace
     let script = r#"mount -t tmpfs tmpfs /run/secrets && mkdir -p /run/secrets/kubernetes.io/serviceaccount && cp "$SA_DIR/token" "$SA_DIR/ca.crt" "$SA_DIR/namespace" /run/secrets/kubernetes.io/serviceaccount/ && exec "$SEXTON" -- "$@""#;
     let mut c = Command::new("unshare");
-    c.args(["--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", script, "sh"]).args(cmd);
+    c.args([
+        "--mount",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ])
+    .args(cmd);
     c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+        .env(
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+        )
         .env("SEXTON", SEXTON)
         .env("SA_DIR", sa)
         .env("POD", &pod.root)
@@ -108,7 +143,10 @@ async fn set_ready(client: &Client, ns: &str, ready: &[(&str, bool)]) {
     let api = Api::<K8sPod>::namespaced(client.clone(), ns);
     let end = Instant::now() + TIMEOUT;
     loop {
-        match api.patch_status("job-1", &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match api
+            .patch_status("job-1", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             Ok(_) => return,
             Err(e) if Instant::now() < end => {
                 eprintln!("patch status: {e}; retrying");
@@ -125,15 +163,36 @@ async fn testenv_smoke() {
     let client = admin_client().await;
     let ns = fresh_namespace(&client, "smoke").await;
     let out = kubectl(&["get", "--raw", "/readyz"]);
-    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout) == "ok", "{out:?}");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout) == "ok",
+        "{out:?}"
+    );
     let out = kubectl(&["get", "namespace", &ns, "-o", "name"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("namespace/{ns}"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("namespace/{ns}")
+    );
     // RBAC is on: an unbound ServiceAccount may not list pods
-    let out = kubectl(&["auth", "can-i", "list", "pods", "-n", &ns, "--as", &format!("system:serviceaccount:{ns}:nobody")]);
+    let out = kubectl(&[
+        "auth",
+        "can-i",
+        "list",
+        "pods",
+        "-n",
+        &ns,
+        "--as",
+        &format!("system:serviceaccount:{ns}:nobody"),
+    ]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no");
     let out = kubectl(&["version", "-o", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["serverVersion"]["gitVersion"].as_str().unwrap().starts_with("v1.34."), "{v}");
+    assert!(
+        v["serverVersion"]["gitVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("v1.34."),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -143,11 +202,24 @@ async fn child_starts_only_after_the_dependency_is_ready_in_the_api() {
     let ns = fresh_namespace(&client, "birth").await;
     let pod = Pod::new("apibirth");
     let sa = setup(&client, &ns, &pod, true).await;
-    let mut main = in_cluster(&pod, "main", &sa, &ns, &[("KUBEXIT_BIRTH_DEPS", "proxy"), ("KUBEXIT_BIRTH_TIMEOUT", "60s")], &["sh", "-c", "touch \"$POD/ran\""]);
+    let mut main = in_cluster(
+        &pod,
+        "main",
+        &sa,
+        &ns,
+        &[
+            ("KUBEXIT_BIRTH_DEPS", "proxy"),
+            ("KUBEXIT_BIRTH_TIMEOUT", "60s"),
+        ],
+        &["sh", "-c", "touch \"$POD/ran\""],
+    );
     main.wait_log("watching the pod's container readiness through the Kubernetes API");
     set_ready(&client, &ns, &[("main", false), ("proxy", false)]).await;
     main.wait_log("ready containers according to the API ready=[]");
-    assert!(main.is_running() && !pod.path("ran").exists(), "started before proxy was ready");
+    assert!(
+        main.is_running() && !pod.path("ran").exists(),
+        "started before proxy was ready"
+    );
     set_ready(&client, &ns, &[("main", false), ("proxy", true)]).await;
     assert_eq!(main.wait(), 0, "{}", main.logs());
     assert!(pod.path("ran").exists());
@@ -161,9 +233,24 @@ async fn birth_timeout_names_the_dependency() {
     let pod = Pod::new("apitimeout");
     let sa = setup(&client, &ns, &pod, true).await;
     set_ready(&client, &ns, &[("main", false), ("proxy", false)]).await;
-    let mut main = in_cluster(&pod, "main", &sa, &ns, &[("KUBEXIT_BIRTH_DEPS", "proxy"), ("KUBEXIT_BIRTH_TIMEOUT", "2s")], &["sh", "-c", "touch \"$POD/ran\""]);
+    let mut main = in_cluster(
+        &pod,
+        "main",
+        &sa,
+        &ns,
+        &[
+            ("KUBEXIT_BIRTH_DEPS", "proxy"),
+            ("KUBEXIT_BIRTH_TIMEOUT", "2s"),
+        ],
+        &["sh", "-c", "touch \"$POD/ran\""],
+    );
     assert_eq!(main.wait(), 1);
-    assert!(main.logs().contains("birth dependencies not ready after 2s: proxy"), "{}", main.logs());
+    assert!(
+        main.logs()
+            .contains("birth dependencies not ready after 2s: proxy"),
+        "{}",
+        main.logs()
+    );
     assert!(!pod.path("ran").exists());
 }
 
@@ -175,12 +262,29 @@ async fn forbidden_without_the_role_names_the_missing_rule() {
     let pod = Pod::new("api403");
     let sa = setup(&client, &ns, &pod, false).await;
     let started = Instant::now();
-    let mut main = in_cluster(&pod, "main", &sa, &ns, &[("KUBEXIT_BIRTH_DEPS", "proxy"), ("KUBEXIT_BIRTH_TIMEOUT", "60s")], &["sh", "-c", "touch \"$POD/ran\""]);
+    let mut main = in_cluster(
+        &pod,
+        "main",
+        &sa,
+        &ns,
+        &[
+            ("KUBEXIT_BIRTH_DEPS", "proxy"),
+            ("KUBEXIT_BIRTH_TIMEOUT", "60s"),
+        ],
+        &["sh", "-c", "touch \"$POD/ran\""],
+    );
     assert_eq!(main.wait(), 1);
-    assert!(started.elapsed() < Duration::from_secs(10), "fails fast, not at the birth timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "fails fast, not at the birth timeout"
+    );
     let logs = main.logs();
     assert!(logs.contains("HTTP 403"), "{logs}");
-    assert!(logs.contains(r#"resources: [\"pods\"], verbs: [\"get\", \"list\", \"watch\"]"#) || logs.contains("verbs: [\"get\", \"list\", \"watch\"]"), "{logs}");
+    assert!(
+        logs.contains(r#"resources: [\"pods\"], verbs: [\"get\", \"list\", \"watch\"]"#)
+            || logs.contains("verbs: [\"get\", \"list\", \"watch\"]"),
+        "{logs}"
+    );
     assert!(!pod.path("ran").exists());
     assert_eq!(pod.tombstone("main").unwrap()["Reason"], "birth-api-error");
 }
@@ -193,11 +297,31 @@ async fn survives_an_api_server_restart_during_the_wait() {
     let pod = Pod::new("apirestart");
     let sa = setup(&client, &ns, &pod, true).await;
     set_ready(&client, &ns, &[("main", false), ("proxy", false)]).await;
-    let mut main = in_cluster(&pod, "main", &sa, &ns, &[("KUBEXIT_BIRTH_DEPS", "proxy"), ("KUBEXIT_BIRTH_TIMEOUT", "90s")], &["sh", "-c", "touch \"$POD/ran\""]);
+    let mut main = in_cluster(
+        &pod,
+        "main",
+        &sa,
+        &ns,
+        &[
+            ("KUBEXIT_BIRTH_DEPS", "proxy"),
+            ("KUBEXIT_BIRTH_TIMEOUT", "90s"),
+        ],
+        &["sh", "-c", "touch \"$POD/ran\""],
+    );
     main.wait_log("ready containers according to the API ready=[]");
-    let out = Command::new(TESTENV).arg("restart-apiserver").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(main.is_running(), "an API server restart is not a reason to give up");
+    let out = Command::new(TESTENV)
+        .arg("restart-apiserver")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        main.is_running(),
+        "an API server restart is not a reason to give up"
+    );
     let client = admin_client().await;
     set_ready(&client, &ns, &[("main", false), ("proxy", true)]).await;
     assert_eq!(main.wait(), 0, "{}", main.logs());
@@ -214,7 +338,10 @@ fn pod_name_without_namespace_is_a_config_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("KUBEXIT_NAMESPACE: required when KUBEXIT_POD_NAME=\"job-1\""));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("KUBEXIT_NAMESPACE: required when KUBEXIT_POD_NAME=\"job-1\"")
+    );
 }
 
 #[test]
@@ -233,22 +360,47 @@ fn testenv_up_twice_then_down_leaves_no_process_behind() {
     let ours = || -> Vec<i32> {
         processes()
             .into_iter()
-            .filter(|p| fs::read_to_string(format!("/proc/{}/cmdline", p.0)).is_ok_and(|c| c.contains(state.to_str().unwrap())))
+            .filter(|p| {
+                fs::read_to_string(format!("/proc/{}/cmdline", p.0))
+                    .is_ok_and(|c| c.contains(state.to_str().unwrap()))
+            })
             .map(|p| p.0)
             .collect()
     };
     let up = run("up");
-    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
-    assert_eq!(ours().len(), 3, "etcd, kube-apiserver, kube-controller-manager");
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    assert_eq!(
+        ours().len(),
+        3,
+        "etcd, kube-apiserver, kube-controller-manager"
+    );
     let again = run("up");
-    assert!(again.status.success() && String::from_utf8_lossy(&again.stderr).contains("already up"), "idempotent");
+    assert!(
+        again.status.success() && String::from_utf8_lossy(&again.stderr).contains("already up"),
+        "idempotent"
+    );
     assert_eq!(ours().len(), 3, "no second copy started");
     let env = String::from_utf8(run("env").stdout).unwrap();
-    assert_eq!(env.trim(), format!("export KUBECONFIG={}/admin.kubeconfig", state.display()));
-    let out = Command::new("kubectl").env("KUBECONFIG", state.join("admin.kubeconfig")).args(["get", "--raw", "/readyz"]).output().unwrap();
+    assert_eq!(
+        env.trim(),
+        format!("export KUBECONFIG={}/admin.kubeconfig", state.display())
+    );
+    let out = Command::new("kubectl")
+        .env("KUBECONFIG", state.join("admin.kubeconfig"))
+        .args(["get", "--raw", "/readyz"])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok");
     assert!(run("down").status.success());
-    assert!(wait_until(TIMEOUT, || ours().is_empty()), "left behind: {:?}", ours());
+    assert!(
+        wait_until(TIMEOUT, || ours().is_empty()),
+        "left behind: {:?}",
+        ours()
+    );
     assert!(!state.exists(), "state removed");
     assert!(run("down").status.success(), "down twice is fine");
 }
@@ -258,11 +410,26 @@ async fn example_manifests_apply_to_the_api_server() {
     let _s = serial();
     let client = admin_client().await;
     let ns = fresh_namespace(&client, "examples").await;
-    for f in fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap().flatten() {
+    for f in fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples"))
+        .unwrap()
+        .flatten()
+    {
         let path = f.path();
         if path.extension().is_some_and(|e| e == "yaml") {
-            let out = kubectl(&["apply", "-n", &ns, "--dry-run=server", "-f", path.to_str().unwrap()]);
-            assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+            let out = kubectl(&[
+                "apply",
+                "-n",
+                &ns,
+                "--dry-run=server",
+                "-f",
+                path.to_str().unwrap(),
+            ]);
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 }

@@ -7,8 +7,8 @@ mod common;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +18,11 @@ use common::*;
 const SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/server.py");
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn has_key(t: &Option<serde_json::Value>, k: &str) -> bool {
@@ -33,12 +37,19 @@ fn sigkill_of_whole_dependency_container_is_noticed_within_a_second() {
         pod.wait_born("main");
         let mut sidecar = pod.container(
             "sidecar",
-            &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_WATCH", watch), ("KUBEXIT_POLL_INTERVAL", "200ms")],
+            &[
+                ("KUBEXIT_DEATH_DEPS", "main"),
+                ("KUBEXIT_WATCH", watch),
+                ("KUBEXIT_POLL_INTERVAL", "200ms"),
+            ],
             &["sh", "-c", &term_recorder("term", 0)],
         );
         pod.wait_file("term.started");
         pod.wait_born("sidecar");
-        assert!(sidecar.is_running(), "{watch}: a live dependency is not dead");
+        assert!(
+            sidecar.is_running(),
+            "{watch}: a live dependency is not dead"
+        );
 
         // SIGKILL to PID 1 of main's namespace: the kernel kills the whole container, the
         // wrapper has no chance to write `Died`.
@@ -47,12 +58,26 @@ fn sigkill_of_whole_dependency_container_is_noticed_within_a_second() {
         assert_ne!(main.wait(), 0);
         sidecar.wait_log("sending SIGTERM");
         let noticed = killed_at.elapsed();
-        assert!(noticed < Duration::from_secs(1), "{watch}: noticed after {noticed:?}");
+        assert!(
+            noticed < Duration::from_secs(1),
+            "{watch}: noticed after {noticed:?}"
+        );
         assert_eq!(sidecar.wait(), 0);
         let m = pod.tombstone("main").unwrap();
-        assert!(m.get("Born").is_some() && m.get("Died").is_none(), "main never recorded its death: {m}");
-        assert!(sidecar.logs().contains("lock released"), "{}", sidecar.logs());
-        assert!(sidecar.logs().contains("died (exit code unknown)"), "{}", sidecar.logs());
+        assert!(
+            m.get("Born").is_some() && m.get("Died").is_none(),
+            "main never recorded its death: {m}"
+        );
+        assert!(
+            sidecar.logs().contains("lock released"),
+            "{}",
+            sidecar.logs()
+        );
+        assert!(
+            sidecar.logs().contains("died (exit code unknown)"),
+            "{}",
+            sidecar.logs()
+        );
         assert_eq!(pod.tombstone("sidecar").unwrap()["DeathDep"], "main");
         eprintln!("{watch}: SIGKILL noticed after {noticed:?}");
     }
@@ -67,7 +92,12 @@ fn dependency_not_started_yet_is_not_dead() {
     fs::write(pod.graveyard.join(".main.lock"), "").unwrap();
     let mut sidecar = pod.container(
         "sidecar",
-        &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_LOG_LEVEL", "debug"), ("KUBEXIT_WATCH", "auto"), ("KUBEXIT_POLL_INTERVAL", "50ms")],
+        &[
+            ("KUBEXIT_DEATH_DEPS", "main"),
+            ("KUBEXIT_LOG_LEVEL", "debug"),
+            ("KUBEXIT_WATCH", "auto"),
+            ("KUBEXIT_POLL_INTERVAL", "50ms"),
+        ],
         &["sh", "-c", &term_recorder("term", 0)],
     );
     pod.wait_file("term.started"); // started: the first scan did not find main dead
@@ -75,9 +105,18 @@ fn dependency_not_started_yet_is_not_dead() {
     fs::remove_file(pod.graveyard.join(".main.lock")).unwrap();
     pod.write_in_place("main", b"Born: \"2020-04-28T10:41:46.9926314Z\"\n");
     sidecar.wait_log("state=Alive { ready: false }");
-    assert!(sidecar.is_running(), "a started-but-unlocked (kubexit) dependency is alive");
+    assert!(
+        sidecar.is_running(),
+        "a started-but-unlocked (kubexit) dependency is alive"
+    );
     // and a real sexton main that starts later is alive too, then its death counts
-    assert!(Command::new("mkfifo").arg(pod.path("fifo")).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(pod.path("fifo"))
+            .status()
+            .unwrap()
+            .success()
+    );
     let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
     pod.wait_born("main");
     assert!(sidecar.is_running());
@@ -91,7 +130,11 @@ fn forced_polling_mode() {
     let pod = Pod::new("poll");
     let mut sidecar = pod.container(
         "sidecar",
-        &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_WATCH", "poll"), ("KUBEXIT_POLL_INTERVAL", "50ms")],
+        &[
+            ("KUBEXIT_DEATH_DEPS", "main"),
+            ("KUBEXIT_WATCH", "poll"),
+            ("KUBEXIT_POLL_INTERVAL", "50ms"),
+        ],
         &["sh", "-c", &term_recorder("term", 0)],
     );
     pod.wait_born("sidecar");
@@ -120,7 +163,9 @@ impl FuseView {
             .status()
             .expect("bindfs (Debian package bindfs) is needed; scripts/test.sh installs it");
         assert!(st.success(), "bindfs mount failed");
-        FuseView { mnt: mnt.to_path_buf() }
+        FuseView {
+            mnt: mnt.to_path_buf(),
+        }
     }
 }
 
@@ -140,12 +185,21 @@ fn auto_mode_survives_an_inotify_that_delivers_nothing() {
     // The fault is real: a pure inotify watcher on the view misses main's death.
     let mut blind = pod.container(
         "blind",
-        &[("KUBEXIT_GRAVEYARD", &view_dir), ("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_WATCH", "inotify")],
+        &[
+            ("KUBEXIT_GRAVEYARD", &view_dir),
+            ("KUBEXIT_DEATH_DEPS", "main"),
+            ("KUBEXIT_WATCH", "inotify"),
+        ],
         &["sh", "-c", &term_recorder("blind-term", 0)],
     );
     let mut safe = pod.container(
         "safe",
-        &[("KUBEXIT_GRAVEYARD", &view_dir), ("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_WATCH", "auto"), ("KUBEXIT_POLL_INTERVAL", "200ms")],
+        &[
+            ("KUBEXIT_GRAVEYARD", &view_dir),
+            ("KUBEXIT_DEATH_DEPS", "main"),
+            ("KUBEXIT_WATCH", "auto"),
+            ("KUBEXIT_POLL_INTERVAL", "200ms"),
+        ],
         &["sh", "-c", &term_recorder("safe-term", 0)],
     );
     pod.wait_file("blind-term.started");
@@ -157,9 +211,15 @@ fn auto_mode_survives_an_inotify_that_delivers_nothing() {
     let died = Instant::now();
     assert_eq!(safe.wait(), 0, "auto mode must notice the death by polling");
     let took = died.elapsed();
-    assert!(took < Duration::from_millis(1500), "auto noticed after {took:?} (poll 200ms)");
+    assert!(
+        took < Duration::from_millis(1500),
+        "auto noticed after {took:?} (poll 200ms)"
+    );
     // the pure inotify watcher saw nothing in many poll intervals: the fault was real
-    assert!(blind.is_running(), "inotify unexpectedly delivered the event: the test does not reproduce the fault");
+    assert!(
+        blind.is_running(),
+        "inotify unexpectedly delivered the event: the test does not reproduce the fault"
+    );
     assert!(!pod.path("blind-term").exists());
     blind.signal(15);
     assert_eq!(blind.wait(), 0);
@@ -213,19 +273,32 @@ fn inotify_that_cannot_be_initialised() {
             }
         }
     });
-    let n = rx.recv_timeout(TIMEOUT).expect("the inotify hog did not report");
+    let n = rx
+        .recv_timeout(TIMEOUT)
+        .expect("the inotify hog did not report");
     assert!(n.parse::<u32>().unwrap() > 0, "hog took {n} instances");
 
     let run = |watch: &str, name: &str| {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid", uid, "--regid", uid, "--clear-groups", SEXTON, "--", "sh", "-c", "exit 0"])
-            .env("KUBEXIT_NAME", name)
-            .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
-            .env("KUBEXIT_WATCH", watch)
-            .env("KUBEXIT_POLL_INTERVAL", "50ms")
-            .env("KUBEXIT_DEATH_DEPS", "nobody") // something to watch
-            .output()
-            .unwrap()
+        c.args([
+            "--reuid",
+            uid,
+            "--regid",
+            uid,
+            "--clear-groups",
+            SEXTON,
+            "--",
+            "sh",
+            "-c",
+            "exit 0",
+        ])
+        .env("KUBEXIT_NAME", name)
+        .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
+        .env("KUBEXIT_WATCH", watch)
+        .env("KUBEXIT_POLL_INTERVAL", "50ms")
+        .env("KUBEXIT_DEATH_DEPS", "nobody") // something to watch
+        .output()
+        .unwrap()
     };
     let out = run("inotify", "strict");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -238,7 +311,17 @@ fn inotify_that_cannot_be_initialised() {
 
     // and the poll fallback really watches: a sidecar as that user notices main's death
     let mut sidecar = Command::new("setpriv")
-        .args(["--reuid", uid, "--regid", uid, "--clear-groups", SEXTON, "--", "sleep", "100"])
+        .args([
+            "--reuid",
+            uid,
+            "--regid",
+            uid,
+            "--clear-groups",
+            SEXTON,
+            "--",
+            "sleep",
+            "100",
+        ])
         .env("KUBEXIT_NAME", "sidecar")
         .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
         .env("KUBEXIT_DEATH_DEPS", "main")
@@ -263,30 +346,57 @@ fn birth_order(probe: &str, mode: &str) {
     let pod = Pod::new("birth");
     let port = free_port();
     let go = pod.path("go");
-    let probe = probe.replace("PORT", &port.to_string()).replace("GOFILE", go.to_str().unwrap());
+    let probe = probe
+        .replace("PORT", &port.to_string())
+        .replace("GOFILE", go.to_str().unwrap());
     // main waits for the proxy to be ready, the proxy stops when main exits
     let mut main = pod.container(
         "main",
-        &[("KUBEXIT_BIRTH_DEPS", "proxy"), ("KUBEXIT_BIRTH_TIMEOUT", "20s")],
+        &[
+            ("KUBEXIT_BIRTH_DEPS", "proxy"),
+            ("KUBEXIT_BIRTH_TIMEOUT", "20s"),
+        ],
         &["sh", "-c", "touch \"$POD/main-ran\"; exit 0"],
     );
     let mut proxy = pod.container(
         "proxy",
-        &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_READY_PROBE", &probe), ("KUBEXIT_READY_INTERVAL", "20ms")],
-        &["python3", SERVER, mode, &port.to_string(), go.to_str().unwrap()],
+        &[
+            ("KUBEXIT_DEATH_DEPS", "main"),
+            ("KUBEXIT_READY_PROBE", &probe),
+            ("KUBEXIT_READY_INTERVAL", "20ms"),
+        ],
+        &[
+            "python3",
+            SERVER,
+            mode,
+            &port.to_string(),
+            go.to_str().unwrap(),
+        ],
     );
     pod.wait_born("proxy");
     proxy.wait_log("child not ready yet");
     // the proxy is born but not ready, so main must not have started
-    assert!(!has_key(&pod.tombstone("proxy"), "Ready"), "{probe}: ready too early");
-    assert!(!pod.path("main-ran").exists(), "{probe}: main started before its birth dependency was ready");
+    assert!(
+        !has_key(&pod.tombstone("proxy"), "Ready"),
+        "{probe}: ready too early"
+    );
+    assert!(
+        !pod.path("main-ran").exists(),
+        "{probe}: main started before its birth dependency was ready"
+    );
     assert!(!has_key(&pod.tombstone("main"), "Born"));
     fs::write(&go, "").unwrap();
     assert_eq!(main.wait(), 0, "{probe}: {}", main.logs());
     assert!(pod.path("main-ran").exists());
     assert_eq!(proxy.wait(), 0, "{probe}");
-    let (p, m) = (pod.tombstone("proxy").unwrap(), pod.tombstone("main").unwrap());
-    assert!(p["Ready"].as_str().unwrap() <= m["Born"].as_str().unwrap(), "{probe}: main born before proxy ready: {p} {m}");
+    let (p, m) = (
+        pod.tombstone("proxy").unwrap(),
+        pod.tombstone("main").unwrap(),
+    );
+    assert!(
+        p["Ready"].as_str().unwrap() <= m["Born"].as_str().unwrap(),
+        "{probe}: main born before proxy ready: {p} {m}"
+    );
     assert_eq!(p["Reason"], "stopped-by-dependency");
     assert!(proxy.logs().contains("child is ready"));
 }
@@ -309,16 +419,27 @@ fn birth_order_with_file_readiness() {
 #[test]
 fn birth_timeout_names_missing_deps() {
     let pod = Pod::new("btimeout");
-    pod.write_tombstone("db", "{\"Born\":\"2026-01-01T00:00:00Z\",\"Ready\":\"2026-01-01T00:00:00Z\"}\n");
+    pod.write_tombstone(
+        "db",
+        "{\"Born\":\"2026-01-01T00:00:00Z\",\"Ready\":\"2026-01-01T00:00:00Z\"}\n",
+    );
     let mut main = pod.container(
         "main",
-        &[("KUBEXIT_BIRTH_DEPS", "db, proxy, cache"), ("KUBEXIT_BIRTH_TIMEOUT", "300ms")],
+        &[
+            ("KUBEXIT_BIRTH_DEPS", "db, proxy, cache"),
+            ("KUBEXIT_BIRTH_TIMEOUT", "300ms"),
+        ],
         &["sh", "-c", "touch \"$POD/ran\""],
     );
     assert_eq!(main.wait(), 1);
     assert!(!pod.path("ran").exists());
     let logs = main.logs();
-    assert!(logs.contains("birth dependencies not ready after 300ms: proxy, cache; not starting the child"), "{logs}");
+    assert!(
+        logs.contains(
+            "birth dependencies not ready after 300ms: proxy, cache; not starting the child"
+        ),
+        "{logs}"
+    );
     let t = pod.tombstone("main").unwrap();
     assert_eq!(t["Reason"], "birth-timeout");
     assert!(t.get("Born").is_none());
@@ -327,22 +448,41 @@ fn birth_timeout_names_missing_deps() {
 #[test]
 fn sigterm_and_death_during_birth_wait_end_without_starting() {
     let pod = Pod::new("bwait");
-    let mut main = pod.container("main", &[("KUBEXIT_BIRTH_DEPS", "proxy")], &["sh", "-c", "touch \"$POD/ran\""]);
+    let mut main = pod.container(
+        "main",
+        &[("KUBEXIT_BIRTH_DEPS", "proxy")],
+        &["sh", "-c", "touch \"$POD/ran\""],
+    );
     main.wait_log("waiting for birth dependencies");
     main.signal(15);
     assert_eq!(main.wait(), 143);
-    assert!(!pod.path("ran").exists(), "kubexit starts the child here: sexton must not");
-    assert_eq!(pod.tombstone("main").unwrap()["Reason"], "terminated-before-start");
+    assert!(
+        !pod.path("ran").exists(),
+        "kubexit starts the child here: sexton must not"
+    );
+    assert_eq!(
+        pod.tombstone("main").unwrap()["Reason"],
+        "terminated-before-start"
+    );
 
     let mut worker = pod.container(
         "worker",
-        &[("KUBEXIT_BIRTH_DEPS", "proxy"), ("KUBEXIT_DEATH_DEPS", "controller")],
+        &[
+            ("KUBEXIT_BIRTH_DEPS", "proxy"),
+            ("KUBEXIT_DEATH_DEPS", "controller"),
+        ],
         &["sh", "-c", "touch \"$POD/ran\""],
     );
     worker.wait_log("waiting for birth dependencies");
-    pod.write_tombstone("controller", "{\"Born\":\"2026-01-01T00:00:00Z\",\"Died\":\"2026-01-01T00:00:01Z\",\"ExitCode\":0}\n");
+    pod.write_tombstone(
+        "controller",
+        "{\"Born\":\"2026-01-01T00:00:00Z\",\"Died\":\"2026-01-01T00:00:01Z\",\"ExitCode\":0}\n",
+    );
     assert_eq!(worker.wait(), 0);
-    assert!(!pod.path("ran").exists(), "kubexit loses this death: sexton must not");
+    assert!(
+        !pod.path("ran").exists(),
+        "kubexit loses this death: sexton must not"
+    );
     let t = pod.tombstone("worker").unwrap();
     assert_eq!(t["Reason"], "dependency-dead-before-start");
     assert_eq!(t["DeathDep"], "controller");
@@ -353,7 +493,10 @@ fn on_failure_sidecar_survives_failed_main_and_stops_after_success() {
     let pod = Pod::new("onfailure");
     let mut sidecar = pod.container(
         "sidecar",
-        &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_DEATH_TRIGGER", "success")],
+        &[
+            ("KUBEXIT_DEATH_DEPS", "main"),
+            ("KUBEXIT_DEATH_TRIGGER", "success"),
+        ],
         &["sh", "-c", &term_recorder("term", 0)],
     );
     pod.wait_born("sidecar");
@@ -363,9 +506,20 @@ fn on_failure_sidecar_survives_failed_main_and_stops_after_success() {
     sidecar.wait_log("not stopping the child (KUBEXIT_DEATH_TRIGGER=success");
     assert!(sidecar.is_running());
     // the restarted main: a new tombstone with a new Born and no Died, then success
-    assert!(Command::new("mkfifo").arg(pod.path("fifo")).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(pod.path("fifo"))
+            .status()
+            .unwrap()
+            .success()
+    );
     let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 0"]);
-    assert!(wait_until(TIMEOUT, || pod.tombstone("main").is_some_and(|t| t.get("Died").is_none())), "restart overwrites the tombstone");
+    assert!(
+        wait_until(TIMEOUT, || pod
+            .tombstone("main")
+            .is_some_and(|t| t.get("Died").is_none())),
+        "restart overwrites the tombstone"
+    );
     assert!(sidecar.is_running());
     fs::write(pod.path("fifo"), "go\n").unwrap();
     assert_eq!(main.wait(), 0);
@@ -394,8 +548,15 @@ fn recorder(status: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
             let head = String::from_utf8_lossy(&buf).to_string();
             let first = head.lines().next().unwrap_or("").to_string();
             let parts: Vec<&str> = first.split_whitespace().collect();
-            seen2.lock().unwrap().push(format!("{} {}", parts.first().unwrap_or(&""), parts.get(1).unwrap_or(&"")));
-            let _ = write!(c, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            seen2.lock().unwrap().push(format!(
+                "{} {}",
+                parts.first().unwrap_or(&""),
+                parts.get(1).unwrap_or(&"")
+            ));
+            let _ = write!(
+                c,
+                "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
         }
     });
     (port, seen)
@@ -413,13 +574,20 @@ fn shutdown_hooks_after_child_exit() {
     let started = Instant::now();
     let mut main = pod.container(
         "main",
-        &[("KUBEXIT_SHUTDOWN_HOOKS", &hooks), ("KUBEXIT_SHUTDOWN_HOOK_TIMEOUT", "600ms")],
+        &[
+            ("KUBEXIT_SHUTDOWN_HOOKS", &hooks),
+            ("KUBEXIT_SHUTDOWN_HOOK_TIMEOUT", "600ms"),
+        ],
         &["sh", "-c", "exit 3"],
     );
     assert_eq!(main.wait(), 3, "hooks never change the exit code");
     let took = started.elapsed();
     assert_eq!(*ok_seen.lock().unwrap(), vec!["POST /quitquitquit"]);
-    assert_eq!(*err_seen.lock().unwrap(), vec!["POST /shutdown"], "an HTTP error is not retried");
+    assert_eq!(
+        *err_seen.lock().unwrap(),
+        vec!["POST /shutdown"],
+        "an HTTP error is not retried"
+    );
     let logs = main.logs();
     assert!(logs.contains("shutdown hook succeeded"), "{logs}");
     assert!(logs.contains("answered HTTP 500"), "{logs}");
@@ -432,13 +600,21 @@ fn shutdown_hooks_after_child_exit() {
     let out = Command::new(SEXTON)
         .env("KUBEXIT_NAME", "x")
         .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
-        .env("KUBEXIT_SHUTDOWN_HOOKS", "http://10.20.30.40:15020/quitquitquit")
+        .env(
+            "KUBEXIT_SHUTDOWN_HOOKS",
+            "http://10.20.30.40:15020/quitquitquit",
+        )
         .args(["--", "true"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("KUBEXIT_SHUTDOWN_HOOKS") && err.contains("not a loopback address") && err.contains("KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE"), "{err}");
+    assert!(
+        err.contains("KUBEXIT_SHUTDOWN_HOOKS")
+            && err.contains("not a loopback address")
+            && err.contains("KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -448,7 +624,11 @@ fn duplicate_container_name_is_refused() {
     pod.wait_born("app");
     let mut second = pod.container("app", &[], &["sh", "-c", "touch \"$POD/ran\""]);
     assert_eq!(second.wait(), 2);
-    assert!(second.logs().contains("held by another live container"), "{}", second.logs());
+    assert!(
+        second.logs().contains("held by another live container"),
+        "{}",
+        second.logs()
+    );
     assert!(!pod.path("ran").exists());
     assert!(first.is_running());
     first.signal(15);

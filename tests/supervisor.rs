@@ -22,15 +22,31 @@ fn chrono_ok(s: &str) -> bool {
 #[test]
 fn sidecar_stops_when_main_exits() {
     let pod = Pod::new("basic");
-    let mut sidecar = pod.container("sidecar", &[("KUBEXIT_DEATH_DEPS", "main")], &["sh", "-c", &term_recorder("sidecar-term", 0)]);
+    let mut sidecar = pod.container(
+        "sidecar",
+        &[("KUBEXIT_DEATH_DEPS", "main")],
+        &["sh", "-c", &term_recorder("sidecar-term", 0)],
+    );
     // the sidecar's child runs under sexton, which is PID 1 of its namespace
     let started = pod.wait_file("sidecar-term.started");
-    assert_eq!(started.split_whitespace().nth(1), Some("1"), "child's parent is PID 1: {started}");
+    assert_eq!(
+        started.split_whitespace().nth(1),
+        Some("1"),
+        "child's parent is PID 1: {started}"
+    );
     pod.wait_born("sidecar");
     let mut main = pod.container("main", &[], &["sh", "-c", "echo working; exit 0"]);
     assert_eq!(main.wait(), 0);
-    assert_eq!(sidecar.wait(), 0, "sidecar wrapper exits 0 so the pod can succeed");
-    assert_eq!(fs::read_to_string(pod.path("sidecar-term")).unwrap(), "TERM\n", "sidecar child got SIGTERM");
+    assert_eq!(
+        sidecar.wait(),
+        0,
+        "sidecar wrapper exits 0 so the pod can succeed"
+    );
+    assert_eq!(
+        fs::read_to_string(pod.path("sidecar-term")).unwrap(),
+        "TERM\n",
+        "sidecar child got SIGTERM"
+    );
 
     let m = pod.tombstone("main").unwrap();
     assert_eq!(m["ExitCode"], 0);
@@ -39,7 +55,13 @@ fn sidecar_stops_when_main_exits() {
     assert_eq!(s["ExitCode"], 0);
     assert_eq!(s["Reason"], "stopped-by-dependency");
     assert_eq!(s["DeathDep"], "main");
-    assert!(sidecar.logs().contains("sending SIGTERM to the child: death dependency \"main\" died with exit code 0"), "{}", sidecar.logs());
+    assert!(
+        sidecar.logs().contains(
+            "sending SIGTERM to the child: death dependency \"main\" died with exit code 0"
+        ),
+        "{}",
+        sidecar.logs()
+    );
     assert!(main.stdout().contains("working"));
 }
 
@@ -59,7 +81,10 @@ fn main_exit_code_and_tombstone() {
     let raw = fs::read_to_string(pod.tombstone_path("main")).unwrap();
     assert!(raw.ends_with("}\n") && !raw.contains('\t'));
     // graveyard was created by sexton with the tombstone and the lock, no temp files left
-    let mut names: Vec<String> = fs::read_dir(&pod.graveyard).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<String> = fs::read_dir(&pod.graveyard)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     names.sort();
     assert_eq!(names, vec![".main.lock".to_string(), "main".to_string()]);
 }
@@ -67,8 +92,16 @@ fn main_exit_code_and_tombstone() {
 #[test]
 fn dep_already_dead_before_sidecar_starts() {
     for (label, content, in_place) in [
-        ("sexton-json", "{\"Born\":\"2026-01-01T00:00:00.000000001Z\",\"Died\":\"2026-01-01T00:00:01.000000001Z\",\"ExitCode\":0}\n", false),
-        ("kubexit-yaml", "Born: \"2020-04-28T10:41:46.9926314Z\"\nDied: \"2020-04-28T10:41:47.0498724Z\"\nExitCode: -1\n", true),
+        (
+            "sexton-json",
+            "{\"Born\":\"2026-01-01T00:00:00.000000001Z\",\"Died\":\"2026-01-01T00:00:01.000000001Z\",\"ExitCode\":0}\n",
+            false,
+        ),
+        (
+            "kubexit-yaml",
+            "Born: \"2020-04-28T10:41:46.9926314Z\"\nDied: \"2020-04-28T10:41:47.0498724Z\"\nExitCode: -1\n",
+            true,
+        ),
     ] {
         let pod = Pod::new("predead");
         if in_place {
@@ -76,13 +109,23 @@ fn dep_already_dead_before_sidecar_starts() {
         } else {
             pod.write_tombstone("main", content);
         }
-        let mut sidecar = pod.container("sidecar", &[("KUBEXIT_DEATH_DEPS", "main")], &["sh", "-c", "touch \"$POD/ran\"; sleep 100"]);
+        let mut sidecar = pod.container(
+            "sidecar",
+            &[("KUBEXIT_DEATH_DEPS", "main")],
+            &["sh", "-c", "touch \"$POD/ran\"; sleep 100"],
+        );
         assert_eq!(sidecar.wait(), 0, "{label}");
-        assert!(!pod.path("ran").exists(), "{label}: child must not be started");
+        assert!(
+            !pod.path("ran").exists(),
+            "{label}: child must not be started"
+        );
         let t = pod.tombstone("sidecar").unwrap();
         assert_eq!(t["Reason"], "dependency-dead-before-start", "{label}");
         assert_eq!(t["ExitCode"], 0);
-        assert!(t.get("Died").is_some() && t.get("Born").is_none(), "{label}: {t}");
+        assert!(
+            t.get("Died").is_some() && t.get("Born").is_none(),
+            "{label}: {t}"
+        );
         assert!(sidecar.logs().contains("not starting it"), "{label}");
     }
 }
@@ -94,7 +137,11 @@ fn child_ignoring_sigterm_is_killed_after_grace_period() {
         let script = "trap '' TERM; echo $$ > \"$POD/started\"; while :; do sleep 0.2; done";
         let mut sidecar = pod.container(
             "sidecar",
-            &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_GRACE_PERIOD", "400ms"), ("KUBEXIT_DEP_EXIT_CODE", dep_exit_code)],
+            &[
+                ("KUBEXIT_DEATH_DEPS", "main"),
+                ("KUBEXIT_GRACE_PERIOD", "400ms"),
+                ("KUBEXIT_DEP_EXIT_CODE", dep_exit_code),
+            ],
             &["sh", "-c", script],
         );
         pod.wait_file("started");
@@ -105,11 +152,18 @@ fn child_ignoring_sigterm_is_killed_after_grace_period() {
         sidecar.wait_log("sending SIGTERM");
         assert_eq!(sidecar.wait(), want, "{dep_exit_code}");
         let waited = t0.elapsed();
-        assert!(waited >= Duration::from_millis(300), "grace period respected: {waited:?}");
+        assert!(
+            waited >= Duration::from_millis(300),
+            "grace period respected: {waited:?}"
+        );
         let t = pod.tombstone("sidecar").unwrap();
         assert_eq!(t["Signal"], "SIGKILL");
         assert_eq!(t["ExitCode"], want);
-        assert!(sidecar.logs().contains("grace period of 400ms expired"), "{}", sidecar.logs());
+        assert!(
+            sidecar.logs().contains("grace period of 400ms expired"),
+            "{}",
+            sidecar.logs()
+        );
     }
 }
 
@@ -140,21 +194,33 @@ fn other_signals_forwarded_to_child_and_group() {
     let mut c = pod.container("app", &[], &["sh", "-c", script]);
     pod.wait_file("up");
     c.signal(10);
-    assert!(wait_until(TIMEOUT, || fs::read_to_string(pod.path("sig")).unwrap_or_default() == "USR1\n"));
+    assert!(wait_until(TIMEOUT, || fs::read_to_string(pod.path("sig"))
+        .unwrap_or_default()
+        == "USR1\n"));
     c.signal(1);
-    assert!(wait_until(TIMEOUT, || fs::read_to_string(pod.path("sig")).unwrap_or_default() == "USR1\nHUP\n"));
+    assert!(wait_until(TIMEOUT, || fs::read_to_string(pod.path("sig"))
+        .unwrap_or_default()
+        == "USR1\nHUP\n"));
     c.signal(15);
     assert_eq!(c.wait(), 0);
 
     // group: a grandchild in the child's process group receives the signal too
     let script = "sh -c 'trap \"echo grandchild >> \\\"$POD/g\\\"; exit 0\" USR2; echo up > \"$POD/gup\"; while :; do sleep 1 & wait; done' & trap 'echo child >> \"$POD/g\"' USR2; trap 'exit 0' TERM; while :; do sleep 1 & wait; done";
-    let mut c = pod.container("grp", &[("KUBEXIT_SIGNAL_GROUP", "true")], &["sh", "-c", script]);
+    let mut c = pod.container(
+        "grp",
+        &[("KUBEXIT_SIGNAL_GROUP", "true")],
+        &["sh", "-c", script],
+    );
     pod.wait_file("gup");
     c.signal(12);
-    assert!(wait_until(TIMEOUT, || {
-        let s = fs::read_to_string(pod.path("g")).unwrap_or_default();
-        s.contains("grandchild") && s.contains("child\n")
-    }), "{:?}", fs::read_to_string(pod.path("g")));
+    assert!(
+        wait_until(TIMEOUT, || {
+            let s = fs::read_to_string(pod.path("g")).unwrap_or_default();
+            s.contains("grandchild") && s.contains("child\n")
+        }),
+        "{:?}",
+        fs::read_to_string(pod.path("g"))
+    );
     c.signal(15);
     assert_eq!(c.wait(), 0);
 }
@@ -178,7 +244,12 @@ fn spawn_failures_127_and_126() {
     let pod = Pod::new("spawn");
     let mut c = pod.container("nf", &[], &["/definitely/not/here"]);
     assert_eq!(c.wait(), 127);
-    assert!(c.logs().contains("command \"/definitely/not/here\" not found"), "{}", c.logs());
+    assert!(
+        c.logs()
+            .contains("command \"/definitely/not/here\" not found"),
+        "{}",
+        c.logs()
+    );
     assert_eq!(pod.tombstone("nf").unwrap()["Reason"], "spawn-failed");
 
     let mut c = pod.container("nfp", &[], &["no-such-command-in-path"]);
@@ -197,19 +268,67 @@ fn spawn_failures_127_and_126() {
 fn configuration_errors_exit_2_before_starting_anything() {
     let cases: &[(&[(&str, &str)], &[&str], &str)] = &[
         (&[("KUBEXIT_NAME", "")], &[], "KUBEXIT_NAME: required"),
-        (&[("KUBEXIT_NAME", "a/b")], &[], "invalid KUBEXIT_NAME=\"a/b\""),
-        (&[("KUBEXIT_NAME", "..")], &[], "invalid KUBEXIT_NAME=\"..\""),
-        (&[("KUBEXIT_NAME", "Upper")], &[], "invalid KUBEXIT_NAME=\"Upper\""),
-        (&[("KUBEXIT_GRACE_PERIOD", "ten")], &[], "invalid KUBEXIT_GRACE_PERIOD=\"ten\""),
-        (&[("KUBEXIT_BIRTH_TIMEOUT", "5")], &[], "invalid KUBEXIT_BIRTH_TIMEOUT=\"5\""),
-        (&[("KUBEXIT_TERM_SIGNAL", "SIGNOPE")], &[], "invalid KUBEXIT_TERM_SIGNAL=\"SIGNOPE\""),
-        (&[("KUBEXIT_DEATH_DEPS", "main,app")], &[], "invalid KUBEXIT_DEATH_DEPS=\"main,app\": \"app\" is this container's own name"),
+        (
+            &[("KUBEXIT_NAME", "a/b")],
+            &[],
+            "invalid KUBEXIT_NAME=\"a/b\"",
+        ),
+        (
+            &[("KUBEXIT_NAME", "..")],
+            &[],
+            "invalid KUBEXIT_NAME=\"..\"",
+        ),
+        (
+            &[("KUBEXIT_NAME", "Upper")],
+            &[],
+            "invalid KUBEXIT_NAME=\"Upper\"",
+        ),
+        (
+            &[("KUBEXIT_GRACE_PERIOD", "ten")],
+            &[],
+            "invalid KUBEXIT_GRACE_PERIOD=\"ten\"",
+        ),
+        (
+            &[("KUBEXIT_BIRTH_TIMEOUT", "5")],
+            &[],
+            "invalid KUBEXIT_BIRTH_TIMEOUT=\"5\"",
+        ),
+        (
+            &[("KUBEXIT_TERM_SIGNAL", "SIGNOPE")],
+            &[],
+            "invalid KUBEXIT_TERM_SIGNAL=\"SIGNOPE\"",
+        ),
+        (
+            &[("KUBEXIT_DEATH_DEPS", "main,app")],
+            &[],
+            "invalid KUBEXIT_DEATH_DEPS=\"main,app\": \"app\" is this container's own name",
+        ),
         (&[("KUBEXIT_DEATH_DEPS", "a,a")], &[], "listed twice"),
-        (&[("KUBEXIT_BIRTH_DEPS", "x/y")], &[], "invalid KUBEXIT_BIRTH_DEPS"),
-        (&[("KUBEXIT_DEP_EXIT_CODE", "7")], &[], "invalid KUBEXIT_DEP_EXIT_CODE=\"7\""),
-        (&[("KUBEXIT_LOG_FORMAT", "yaml")], &[], "invalid KUBEXIT_LOG_FORMAT=\"yaml\""),
-        (&[("KUBEXIT_SIGNAL_GROUP", "perhaps")], &[], "invalid KUBEXIT_SIGNAL_GROUP=\"perhaps\""),
-        (&[], &["--grace-period", "1y"], "invalid --grace-period=\"1y\""),
+        (
+            &[("KUBEXIT_BIRTH_DEPS", "x/y")],
+            &[],
+            "invalid KUBEXIT_BIRTH_DEPS",
+        ),
+        (
+            &[("KUBEXIT_DEP_EXIT_CODE", "7")],
+            &[],
+            "invalid KUBEXIT_DEP_EXIT_CODE=\"7\"",
+        ),
+        (
+            &[("KUBEXIT_LOG_FORMAT", "yaml")],
+            &[],
+            "invalid KUBEXIT_LOG_FORMAT=\"yaml\"",
+        ),
+        (
+            &[("KUBEXIT_SIGNAL_GROUP", "perhaps")],
+            &[],
+            "invalid KUBEXIT_SIGNAL_GROUP=\"perhaps\"",
+        ),
+        (
+            &[],
+            &["--grace-period", "1y"],
+            "invalid --grace-period=\"1y\"",
+        ),
         (&[], &["--no-such-flag"], "--no-such-flag"),
     ];
     for (env, args, want) in cases {
@@ -219,11 +338,18 @@ fn configuration_errors_exit_2_before_starting_anything() {
             env.push(("KUBEXIT_NAME", "app"));
         }
         let mut cmd = std::process::Command::new(SEXTON);
-        cmd.env_clear().env("PATH", std::env::var("PATH").unwrap()).env("KUBEXIT_GRAVEYARD", &pod.graveyard).env("POD", &pod.root);
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
+            .env("POD", &pod.root);
         for (k, v) in &env {
             cmd.env(k, v);
         }
-        let out = cmd.args(*args).args(["--", "sh", "-c", "touch \"$POD/ran\""]).output().unwrap();
+        let out = cmd
+            .args(*args)
+            .args(["--", "sh", "-c", "touch \"$POD/ran\""])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{want}: {stderr}");
         assert!(stderr.contains(want), "want {want:?} in {stderr:?}");
@@ -234,7 +360,10 @@ fn configuration_errors_exit_2_before_starting_anything() {
         assert!(!pod.graveyard.exists(), "{want}: nothing may be written");
     }
     // empty command
-    let out = std::process::Command::new(SEXTON).env("KUBEXIT_NAME", "a").output().unwrap();
+    let out = std::process::Command::new(SEXTON)
+        .env("KUBEXIT_NAME", "a")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no command given"));
 }
@@ -242,20 +371,33 @@ fn configuration_errors_exit_2_before_starting_anything() {
 #[test]
 fn unusable_tombstones_are_not_deaths_and_are_reread() {
     let pod = Pod::new("corrupt");
-    let mut sidecar = pod.container("sidecar", &[("KUBEXIT_DEATH_DEPS", "main")], &["sh", "-c", &term_recorder("term", 0)]);
+    let mut sidecar = pod.container(
+        "sidecar",
+        &[("KUBEXIT_DEATH_DEPS", "main")],
+        &["sh", "-c", &term_recorder("term", 0)],
+    );
     pod.wait_file("term.started");
     pod.wait_born("sidecar");
     let bad: &[(&[u8], &str)] = &[
         (b"", "empty file"),
         (b"\x00\x01garbage\xff", "not UTF-8"),
-        (b"{\"Born\":\"2026-01-01T00:00:00Z\",\"Died\":\"2026-01-01T00", "EOF while parsing"),
-        (b"Died: \"2020-04-28T10:41:47.0498724Z\"\nExitCode: 1", "incomplete last line"),
+        (
+            b"{\"Born\":\"2026-01-01T00:00:00Z\",\"Died\":\"2026-01-01T00",
+            "EOF while parsing",
+        ),
+        (
+            b"Died: \"2020-04-28T10:41:47.0498724Z\"\nExitCode: 1",
+            "incomplete last line",
+        ),
         (b"Died: soon\n", "bad time"),
     ];
     for (content, why) in bad {
         pod.write_in_place("main", content);
         sidecar.wait_log(why);
-        assert!(sidecar.is_running(), "{why}: an unusable tombstone is not a death");
+        assert!(
+            sidecar.is_running(),
+            "{why}: an unusable tombstone is not a death"
+        );
         assert!(!pod.path("term").exists());
     }
     // the same problem, seen on many events, is logged once
@@ -264,8 +406,17 @@ fn unusable_tombstones_are_not_deaths_and_are_reread() {
     }
     pod.write_tombstone("main", "{\"Born\": \"sync-point\"}\n");
     sidecar.wait_log("sync-point");
-    assert_eq!(sidecar.logs().matches("same-garbage").count(), 0, "the message names the problem, not the content");
-    assert_eq!(sidecar.logs().matches("expected `Key: value`").count(), 1, "{}", sidecar.logs());
+    assert_eq!(
+        sidecar.logs().matches("same-garbage").count(),
+        0,
+        "the message names the problem, not the content"
+    );
+    assert_eq!(
+        sidecar.logs().matches("expected `Key: value`").count(),
+        1,
+        "{}",
+        sidecar.logs()
+    );
     assert!(sidecar.is_running());
     // now a real kubexit death, written in place like kubexit does
     pod.write_in_place("main", b"Born: \"2020-04-28T10:41:46.9926314Z\"\nDied: \"2020-04-28T10:41:47.0498724Z\"\nExitCode: 0\n");
@@ -275,18 +426,29 @@ fn unusable_tombstones_are_not_deaths_and_are_reread() {
 #[test]
 fn kubexit_yaml_death_while_running() {
     let pod = Pod::new("kyaml");
-    let mut sidecar = pod.container("sidecar", &[("KUBEXIT_DEATH_DEPS", "main")], &["sh", "-c", &term_recorder("term", 0)]);
+    let mut sidecar = pod.container(
+        "sidecar",
+        &[("KUBEXIT_DEATH_DEPS", "main")],
+        &["sh", "-c", &term_recorder("term", 0)],
+    );
     pod.wait_file("term.started");
     pod.wait_born("sidecar");
     // kubexit first writes Born, later Born+Died+ExitCode, truncating in place
     pod.write_in_place("main", b"Born: \"2020-04-28T10:41:46.9926314Z\"\n");
     pod.write_in_place("main", b"born: \"2020-04-28T10:41:46.9926314Z\"\ndied: \"2020-04-28T10:41:47.0498724Z\"\nexitcode: 2\n");
     assert_eq!(sidecar.wait(), 0);
-    assert!(sidecar.logs().contains("died with exit code 2"), "{}", sidecar.logs());
+    assert!(
+        sidecar.logs().contains("died with exit code 2"),
+        "{}",
+        sidecar.logs()
+    );
 }
 
 fn zombies_in(pids: &[i32]) -> Vec<i32> {
-    pids.iter().copied().filter(|p| state_of(*p) == Some('Z')).collect()
+    pids.iter()
+        .copied()
+        .filter(|p| state_of(*p) == Some('Z'))
+        .collect()
 }
 
 #[test]
@@ -298,19 +460,36 @@ fn orphans_are_reaped_as_pid1_and_as_subreaper() {
         // reparented to sexton, which must reap it.
         let script = "(sh -c 'echo $$ > \"$POD/orphan\"; read x < \"$POD/fifo\"; echo done > \"$POD/orphan-done\"' &) ; echo $$ > \"$POD/child\"; while :; do sleep 1 & wait; done";
         let fifo = pod.path("fifo");
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
         let mut c = pod.start("app", &[], &[], &["sh", "-c", script], pidns);
         pod.wait_file("orphan");
         let sexton = c.sexton_pid();
         // the orphan's parent is sexton (PID 1 of the namespace, or the subreaper)
-        let orphan_ns_pid: i32 = fs::read_to_string(pod.path("orphan")).unwrap().trim().parse().unwrap();
+        let orphan_ns_pid: i32 = fs::read_to_string(pod.path("orphan"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         let orphan_host_pid = {
             let mut found = None;
             wait_until(TIMEOUT, || {
-                found = children_of(sexton).into_iter().find(|p| ns_pid(*p) == Some(orphan_ns_pid));
+                found = children_of(sexton)
+                    .into_iter()
+                    .find(|p| ns_pid(*p) == Some(orphan_ns_pid));
                 found.is_some()
             });
-            found.unwrap_or_else(|| panic!("orphan not reparented to sexton (pidns={pidns}); children: {:?}", children_of(sexton)))
+            found.unwrap_or_else(|| {
+                panic!(
+                    "orphan not reparented to sexton (pidns={pidns}); children: {:?}",
+                    children_of(sexton)
+                )
+            })
         };
         fs::write(&fifo, "go\n").unwrap();
         pod.wait_file("orphan-done");
@@ -321,7 +500,10 @@ fn orphans_are_reaped_as_pid1_and_as_subreaper() {
             state_of(orphan_host_pid)
         );
         assert!(zombies_in(&children_of(sexton)).is_empty());
-        assert!(c.is_running(), "reaping an orphan must not be mistaken for the child's exit");
+        assert!(
+            c.is_running(),
+            "reaping an orphan must not be mistaken for the child's exit"
+        );
         c.signal(15);
         assert_eq!(c.wait(), 143, "child's own status kept (pidns={pidns})");
     }
@@ -346,9 +528,17 @@ fn symlink_in_place_of_tombstone_is_replaced_not_followed() {
 fn symlinked_dependency_tombstone_is_not_followed() {
     let pod = Pod::new("symdep");
     fs::create_dir_all(&pod.graveyard).unwrap();
-    fs::write(pod.path("fake"), "{\"Died\":\"2026-01-01T00:00:00Z\",\"ExitCode\":0}\n").unwrap();
+    fs::write(
+        pod.path("fake"),
+        "{\"Died\":\"2026-01-01T00:00:00Z\",\"ExitCode\":0}\n",
+    )
+    .unwrap();
     std::os::unix::fs::symlink(pod.path("fake"), pod.tombstone_path("main")).unwrap();
-    let mut c = pod.container("sidecar", &[("KUBEXIT_DEATH_DEPS", "main")], &["sh", "-c", &term_recorder("term", 0)]);
+    let mut c = pod.container(
+        "sidecar",
+        &[("KUBEXIT_DEATH_DEPS", "main")],
+        &["sh", "-c", &term_recorder("term", 0)],
+    );
     pod.wait_file("term.started");
     c.wait_log("is a symlink; not followed");
     assert!(c.is_running());
@@ -360,7 +550,13 @@ fn symlinked_dependency_tombstone_is_not_followed() {
 fn flags_win_over_env_and_kubexit_style_invocation() {
     let pod = Pod::new("flags");
     // flag --name beats KUBEXIT_NAME
-    let mut c = pod.start("envname", &[], &["--name", "flagname"], &["sh", "-c", "exit 3"], true);
+    let mut c = pod.start(
+        "envname",
+        &[],
+        &["--name", "flagname"],
+        &["sh", "-c", "exit 3"],
+        true,
+    );
     assert_eq!(c.wait(), 3);
     assert!(pod.tombstone("flagname").is_some() && pod.tombstone("envname").is_none());
 
@@ -379,8 +575,16 @@ fn flags_win_over_env_and_kubexit_style_invocation() {
 fn chain_and_multiple_death_deps() {
     // proxy dies when main dies; logger dies when either proxy or other dies
     let pod = Pod::new("chain");
-    let mut proxy = pod.container("proxy", &[("KUBEXIT_DEATH_DEPS", "main")], &["sh", "-c", &term_recorder("p", 0)]);
-    let mut logger = pod.container("logger", &[("KUBEXIT_DEATH_DEPS", "other, proxy")], &["sh", "-c", &term_recorder("l", 0)]);
+    let mut proxy = pod.container(
+        "proxy",
+        &[("KUBEXIT_DEATH_DEPS", "main")],
+        &["sh", "-c", &term_recorder("p", 0)],
+    );
+    let mut logger = pod.container(
+        "logger",
+        &[("KUBEXIT_DEATH_DEPS", "other, proxy")],
+        &["sh", "-c", &term_recorder("l", 0)],
+    );
     pod.wait_born("proxy");
     pod.wait_born("logger");
     let mut main = pod.container("main", &[], &["true"]);
@@ -407,31 +611,57 @@ fn json_logs() {
 
 #[test]
 fn help_version_and_install() {
-    let out = std::process::Command::new(SEXTON).arg("--help").output().unwrap();
+    let out = std::process::Command::new(SEXTON)
+        .arg("--help")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     for s in sexton::config::SETTINGS {
-        assert!(help.contains(&format!("--{}", s.flag)) && help.contains(s.env), "{} missing from --help", s.env);
+        assert!(
+            help.contains(&format!("--{}", s.flag)) && help.contains(s.env),
+            "{} missing from --help",
+            s.env
+        );
     }
-    let out = std::process::Command::new(SEXTON).arg("--version").output().unwrap();
+    let out = std::process::Command::new(SEXTON)
+        .arg("--version")
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("sexton {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("sexton {}", env!("CARGO_PKG_VERSION"))
+    );
 
     let pod = Pod::new("install");
     let dir = pod.path("bin");
-    let out = std::process::Command::new(SEXTON).args(["install", dir.to_str().unwrap()]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(SEXTON)
+        .args(["install", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let installed = dir.join("sexton");
     let meta = fs::metadata(&installed).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o755);
     assert_eq!(meta.len(), fs::metadata(SEXTON).unwrap().len());
     assert_eq!(fs::read(&installed).unwrap(), fs::read(SEXTON).unwrap());
-    let out = std::process::Command::new(&installed).arg("--version").output().unwrap();
+    let out = std::process::Command::new(&installed)
+        .arg("--version")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     // no temp files left
     assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
     // install with no DIR is a usage error
-    let out = std::process::Command::new(SEXTON).arg("install").output().unwrap();
+    let out = std::process::Command::new(SEXTON)
+        .arg("install")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -449,8 +679,15 @@ fn idle_supervision_does_not_spin_when_dependency_tombstone_is_read() {
     // event was a busy loop. Over a one-second window the wrapper must use (almost) no CPU
     // even while other processes keep reading the dependency's tombstone.
     let pod = Pod::new("idle");
-    pod.write_tombstone("main", "{\"Born\":\"2026-01-01T00:00:00Z\",\"Ready\":\"2026-01-01T00:00:00Z\"}\n");
-    let mut c = pod.container("sidecar", &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_WATCH", "inotify")], &["sleep", "100"]);
+    pod.write_tombstone(
+        "main",
+        "{\"Born\":\"2026-01-01T00:00:00Z\",\"Ready\":\"2026-01-01T00:00:00Z\"}\n",
+    );
+    let mut c = pod.container(
+        "sidecar",
+        &[("KUBEXIT_DEATH_DEPS", "main"), ("KUBEXIT_WATCH", "inotify")],
+        &["sleep", "100"],
+    );
     pod.wait_born("sidecar");
     let pid = c.sexton_pid();
     for _ in 0..20 {
@@ -463,7 +700,10 @@ fn idle_supervision_does_not_spin_when_dependency_tombstone_is_read() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let used = cpu_ticks(pid) - before;
-    assert!(used <= 5, "wrapper used {used} clock ticks in 1s of idle supervision");
+    assert!(
+        used <= 5,
+        "wrapper used {used} clock ticks in 1s of idle supervision"
+    );
     assert!(c.is_running());
 }
 
@@ -486,7 +726,15 @@ fn binary_is_static() {
 fn child_starts_with_no_signal_blocked_or_ignored() {
     // sexton blocks the signals it reads from its signalfd; the child must not inherit that
     let pod = Pod::new("sigmask");
-    let mut c = pod.container("app", &[], &["sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status > \"$POD/mask\""]);
+    let mut c = pod.container(
+        "app",
+        &[],
+        &[
+            "sh",
+            "-c",
+            "grep -E '^Sig(Blk|Ign)' /proc/self/status > \"$POD/mask\"",
+        ],
+    );
     assert_eq!(c.wait(), 0);
     let mask = fs::read_to_string(pod.path("mask")).unwrap();
     assert!(mask.contains("SigBlk:\t0000000000000000"), "{mask}");

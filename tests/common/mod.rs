@@ -66,7 +66,14 @@ impl Pod {
         self.start(name, env, &[], cmd, false)
     }
 
-    pub fn start(&self, name: &str, env: &[(&str, &str)], args: &[&str], cmd: &[&str], pidns: bool) -> Container {
+    pub fn start(
+        &self,
+        name: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+        cmd: &[&str],
+        pidns: bool,
+    ) -> Container {
         let log = self.root.join(format!("{name}.log"));
         let mut c = if pidns {
             let mut c = Command::new("unshare");
@@ -81,7 +88,10 @@ impl Pod {
             c.args(cmd);
         }
         c.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+            .env(
+                "PATH",
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+            )
             .env("KUBEXIT_NAME", name)
             .env("KUBEXIT_GRAVEYARD", &self.graveyard)
             .env("POD", &self.root);
@@ -92,7 +102,13 @@ impl Pod {
             .stdout(File::create(self.root.join(format!("{name}.out"))).unwrap())
             .stderr(File::create(&log).unwrap());
         let child = c.spawn().expect("spawn container");
-        Container { name: name.to_string(), child, log, pidns, root: self.root.clone() }
+        Container {
+            name: name.to_string(),
+            child,
+            log,
+            pidns,
+            root: self.root.clone(),
+        }
     }
 
     /// Runs an arbitrary command line as a container (its stdout/stderr kept like others').
@@ -102,7 +118,13 @@ impl Pod {
             .stdout(File::create(self.root.join(format!("{name}.out"))).unwrap())
             .stderr(File::create(&log).unwrap());
         let child = c.spawn().expect("spawn container");
-        Container { name: name.to_string(), child, log, pidns: true, root: self.root.clone() }
+        Container {
+            name: name.to_string(),
+            child,
+            log,
+            pidns: true,
+            root: self.root.clone(),
+        }
     }
 
     pub fn tombstone_path(&self, name: &str) -> PathBuf {
@@ -117,7 +139,9 @@ impl Pod {
 
     pub fn wait_born(&self, name: &str) {
         assert!(
-            wait_until(TIMEOUT, || self.tombstone(name).is_some_and(|t| t.get("Born").is_some())),
+            wait_until(TIMEOUT, || self
+                .tombstone(name)
+                .is_some_and(|t| t.get("Born").is_some())),
             "{name} was not born in time"
         );
     }
@@ -139,7 +163,10 @@ impl Pod {
 
     pub fn wait_file(&self, name: &str) -> String {
         let p = self.path(name);
-        assert!(wait_until(TIMEOUT, || p.exists()), "marker {name} did not appear");
+        assert!(
+            wait_until(TIMEOUT, || p.exists()),
+            "marker {name} did not appear"
+        );
         // the writer may not have finished its line yet
         let mut s = String::new();
         wait_until(Duration::from_secs(2), || {
@@ -159,7 +186,11 @@ impl Drop for Pod {
             if let Ok(rd) = fs::read_dir(&self.root) {
                 for e in rd.flatten() {
                     if e.path().extension().is_some_and(|x| x == "log") {
-                        eprintln!("--- {}:\n{}", e.path().display(), fs::read_to_string(e.path()).unwrap_or_default());
+                        eprintln!(
+                            "--- {}:\n{}",
+                            e.path().display(),
+                            fs::read_to_string(e.path()).unwrap_or_default()
+                        );
                     }
                 }
             }
@@ -180,7 +211,11 @@ impl Container {
     /// was killed by signal N, as a shell reports it).
     pub fn wait(&mut self) -> i32 {
         let st = self.wait_status(TIMEOUT).unwrap_or_else(|| {
-            panic!("container {} did not exit within {TIMEOUT:?}; log:\n{}", self.name, self.logs())
+            panic!(
+                "container {} did not exit within {TIMEOUT:?}; log:\n{}",
+                self.name,
+                self.logs()
+            )
         });
         code_of(st)
     }
@@ -256,10 +291,16 @@ pub fn code_of(st: ExitStatus) -> i32 {
 pub fn processes() -> Vec<(i32, i32, char)> {
     let mut out = vec![];
     for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(stat) = fs::read_to_string(e.path().join("stat")) else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
         // pid (comm) state ppid ...; comm may contain spaces and parentheses
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
         let mut f = rest.split_whitespace();
         let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
         let ppid = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -269,12 +310,18 @@ pub fn processes() -> Vec<(i32, i32, char)> {
 }
 
 pub fn children_of(pid: i32) -> Vec<i32> {
-    processes().into_iter().filter(|p| p.1 == pid).map(|p| p.0).collect()
+    processes()
+        .into_iter()
+        .filter(|p| p.1 == pid)
+        .map(|p| p.0)
+        .collect()
 }
 
 /// PIDs of every process in the same PID namespace as `pid`.
 pub fn same_pidns(pid: i32) -> Vec<i32> {
-    let Ok(ns) = fs::read_link(format!("/proc/{pid}/ns/pid")) else { return vec![] };
+    let Ok(ns) = fs::read_link(format!("/proc/{pid}/ns/pid")) else {
+        return vec![];
+    };
     processes()
         .into_iter()
         .filter(|p| fs::read_link(format!("/proc/{}/ns/pid", p.0)).is_ok_and(|n| n == ns))
