@@ -24,7 +24,7 @@ fn temp_path(dir: &Path, name: &str) -> PathBuf {
 /// fsync, chmod, rename over the target. rename(2) replaces a symlink at the target rather
 /// than following it, and readers see either the old or the new content, never a mix.
 pub fn atomic_write(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
-    write_then_rename(dir, name, bytes, mode, true)
+    write_then_rename(dir, name, mode, true, |f| f.write_all(bytes))
 }
 
 /// Like `atomic_write`, but renames first and fsyncs after: for records that others are
@@ -33,18 +33,26 @@ pub fn atomic_write(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Resu
 /// outlive usefully, and on a journaled disk it can cost milliseconds. After such a crash
 /// the file could read empty, which readers take as "not dead": the safe side.
 pub fn atomic_write_urgent(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
-    write_then_rename(dir, name, bytes, mode, false)
+    write_then_rename(dir, name, mode, false, |f| f.write_all(bytes))
 }
 
-fn write_then_rename(
+/// Copies a file atomically into `dir/name` with `mode` (used by `sexton install`).
+pub fn atomic_copy(src: &Path, dir: &Path, name: &str, mode: u32) -> io::Result<u64> {
+    let mut input = File::open(src)?;
+    write_then_rename(dir, name, mode, true, |f| io::copy(&mut input, f))
+}
+
+/// The one way files are put into place: `fill` a new temp file in `dir` (O_EXCL,
+/// O_NOFOLLOW), set `mode`, then rename it over `dir/name`, with the fsync before the
+/// rename (`sync_first`) or after it (file and directory). The temp file is removed on error.
+fn write_then_rename<T>(
     dir: &Path,
     name: &str,
-    bytes: &[u8],
     mode: u32,
     sync_first: bool,
-) -> io::Result<()> {
+    fill: impl FnOnce(&mut File) -> io::Result<T>,
+) -> io::Result<T> {
     let tmp = temp_path(dir, name);
-    let mut file = None;
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -52,47 +60,29 @@ fn write_then_rename(
             .mode(mode)
             .custom_flags(libc_o_nofollow())
             .open(&tmp)?;
-        f.write_all(bytes)?;
+        let filled = fill(&mut f)?;
         f.set_permissions(fs::Permissions::from_mode(mode))?;
         if sync_first {
             f.sync_all()?;
         }
         fs::rename(&tmp, dir.join(name))?;
-        file = Some(f);
-        Ok(())
+        Ok((f, filled))
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    } else if let Some(f) = file.filter(|_| !sync_first) {
-        let _ = f.sync_all();
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
+    match result {
+        Ok((f, filled)) => {
+            if !sync_first {
+                let _ = f.sync_all();
+                if let Ok(d) = File::open(dir) {
+                    let _ = d.sync_all();
+                }
+            }
+            Ok(filled)
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
         }
     }
-    result
-}
-
-/// Copies a file atomically into `dir/name` with `mode` (used by `sexton install`).
-pub fn atomic_copy(src: &Path, dir: &Path, name: &str, mode: u32) -> io::Result<u64> {
-    let tmp = temp_path(dir, name);
-    let result = (|| {
-        let mut input = File::open(src)?;
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc_o_nofollow())
-            .open(&tmp)?;
-        let n = io::copy(&mut input, &mut out)?;
-        out.set_permissions(fs::Permissions::from_mode(mode))?;
-        out.sync_all()?;
-        fs::rename(&tmp, dir.join(name))?;
-        Ok(n)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 fn libc_o_nofollow() -> i32 {
