@@ -241,17 +241,31 @@ impl Core {
     /// deps unless their readiness comes from the API), each once.
     pub fn watched(&self) -> Vec<String> {
         let mut v = self.policy.death_deps.clone();
-        let birth: &[String] = if self.policy.birth_via_api {
-            &[]
-        } else {
-            &self.policy.birth_deps
-        };
-        for b in birth {
+        for b in self.tombstone_birth_deps() {
             if !v.contains(b) {
                 v.push(b.clone());
             }
         }
         v
+    }
+
+    /// Whether `name`'s tombstone matters to this container (without building the list:
+    /// asked on every graveyard event).
+    pub fn is_watched(&self, name: &str) -> bool {
+        self.policy
+            .death_deps
+            .iter()
+            .chain(self.tombstone_birth_deps())
+            .any(|d| d == name)
+    }
+
+    /// Birth deps whose readiness comes from their tombstones (none in API mode).
+    fn tombstone_birth_deps(&self) -> &[String] {
+        if self.policy.birth_via_api {
+            &[]
+        } else {
+            &self.policy.birth_deps
+        }
     }
 
     pub fn dep_state(&self, name: &str) -> &DepState {
@@ -399,7 +413,7 @@ impl Core {
 
     /// A dependency's state changed (or was re-read).
     pub fn on_dep(&mut self, name: &str, state: DepState, now: Instant) -> Vec<Action> {
-        if !self.watched().iter().any(|d| d == name) {
+        if !self.is_watched(name) {
             return vec![];
         }
         self.deps.insert(name.to_string(), state.clone());

@@ -160,9 +160,10 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
     }
 
     // Watch first, then scan: a death between the two is seen by the watch, a death
-    // before both by the scan (kubexit bug #8 lost it).
-    // tombstones to watch: death deps, and birth deps unless the API says who is ready
-    let has_deps = !cfg.death_deps.is_empty() || (!cfg.birth_deps.is_empty() && cfg.pod.is_none());
+    // before both by the scan (kubexit bug #8 lost it). The core says which tombstones
+    // matter (death deps, and birth deps unless the API says who is ready).
+    let core = Core::new(Policy::from_config(&cfg));
+    let has_deps = !core.watched().is_empty();
     let (watcher, poll) = match cfg.watch {
         // nothing to watch (a main container): no inotify instance, no thread, no poll
         _ if !has_deps => (None, None),
@@ -202,7 +203,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
     }
 
     let mut sup = Supervisor {
-        core: Core::new(Policy::from_config(&cfg)),
+        core,
         cfg,
         child: None,
         tombstone: Tombstone::default(),
@@ -369,7 +370,7 @@ impl Supervisor {
     fn on_changed(&mut self, file: &str, now: Instant) -> Vec<Action> {
         // a tombstone, or a lock file whose holder may just have died
         let name = fsutil::owner_of(file);
-        if !self.core.watched().iter().any(|d| d == name) {
+        if !self.core.is_watched(name) {
             return vec![];
         }
         let state = self.dep_state(name);
@@ -540,11 +541,12 @@ impl Supervisor {
             }
             Lookup::Found(t) => {
                 self.bad.remove(name);
-                let (graveyard, locks_work) = (self.cfg.graveyard.clone(), self.locks_work);
-                let state = classify(Some(&t), || match fsutil::lock_state(&graveyard, name) {
-                    LockState::Held => Lock::Held,
-                    LockState::Free if locks_work => Lock::Free,
-                    _ => Lock::Unknown,
+                let state = classify(Some(&t), || {
+                    match fsutil::lock_state(self.graveyard(), name) {
+                        LockState::Held => Lock::Held,
+                        LockState::Free if self.locks_work => Lock::Free,
+                        _ => Lock::Unknown,
+                    }
                 });
                 if matches!(state, DepState::Alive { .. }) && t.born.is_some() {
                     self.watch_lock(name);
