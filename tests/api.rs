@@ -7,7 +7,6 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -87,49 +86,66 @@ async fn setup(client: &Client, ns: &str, pod: &Pod, with_role: bool) -> std::pa
     dir
 }
 
-/// sexton as PID 1 of new PID and mount namespaces, with the token at the in-cluster path.
-fn in_cluster(
-    pod: &Pod,
-    name: &str,
-    sa: &Path,
-    ns: &str,
-    env: &[(&str, &str)],
-    cmd: &[&str],
-) -> Container {
-    fs::create_dir_all("/run/secrets").unwrap(); // mount point; the tmpfs is private to the namespace
-    let script = r#"mount -t tmpfs tmpfs /run/secrets && mkdir -p /run/secrets/kubernetes.io/serviceaccount && cp "$SA_DIR/token" "$SA_DIR/ca.crt" "$SA_DIR/namespace" /run/secrets/kubernetes.io/serviceaccount/ && exec "$SEXTON" -- "$@""#;
-    let mut c = Command::new("unshare");
-    c.args([
-        "--mount",
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--kill-child",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ])
-    .args(cmd);
-    c.env_clear()
-        .env(
-            "PATH",
-            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-        )
-        .env("SEXTON", SEXTON)
-        .env("SA_DIR", sa)
-        .env("POD", &pod.root)
-        .env("KUBERNETES_SERVICE_HOST", &testenv().host)
-        .env("KUBERNETES_SERVICE_PORT", testenv().port.to_string())
-        .env("KUBEXIT_NAME", name)
-        .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
-        .env("KUBEXIT_POD_NAME", "job-1")
-        .env("KUBEXIT_NAMESPACE", ns)
-        .env("KUBEXIT_LOG_LEVEL", "debug");
-    for (k, v) in env {
-        c.env(k, v);
+/// One birth-through-the-API scenario: a fresh namespace holding the pod object `job-1`
+/// (containers `main` and `proxy`) and a ServiceAccount, with or without the Role, whose
+/// token is mounted as in a pod. Holds the serial lock for the test's duration.
+struct Scenario {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    client: Client,
+    ns: String,
+    pod: Pod,
+    sa: std::path::PathBuf,
+}
+
+impl Scenario {
+    async fn new(test: &str, with_role: bool) -> Scenario {
+        let serial = serial();
+        let client = admin_client().await;
+        let ns = fresh_namespace(&client, test).await;
+        let pod = Pod::new(&format!("api{test}"));
+        let sa = setup(&client, &ns, &pod, with_role).await;
+        Scenario {
+            _serial: serial,
+            client,
+            ns,
+            pod,
+            sa,
+        }
     }
-    pod.spawn(name, c)
+
+    /// `main` waiting up to `timeout` for `proxy` to be ready according to the API; its
+    /// child marks `$POD/ran`. sexton is PID 1 of new PID and mount namespaces, with the
+    /// token at the in-cluster path.
+    fn waiting_main(&self, timeout: &str) -> Container {
+        fs::create_dir_all("/run/secrets").unwrap(); // mount point; the tmpfs is private to the namespace
+        let script = r#"mount -t tmpfs tmpfs /run/secrets && mkdir -p /run/secrets/kubernetes.io/serviceaccount && cp "$SA_DIR/token" "$SA_DIR/ca.crt" "$SA_DIR/namespace" /run/secrets/kubernetes.io/serviceaccount/ && exec "$SEXTON" -- "$@""#;
+        let mut c = Command::new("unshare");
+        c.args(["--mount", "--pid", "--fork", "--mount-proc", "--kill-child"])
+            .args(["sh", "-c", script, "sh", "sh", "-c", "touch \"$POD/ran\""]);
+        c.env_clear()
+            .env(
+                "PATH",
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+            )
+            .env("SEXTON", SEXTON)
+            .env("SA_DIR", &self.sa)
+            .env("POD", &self.pod.root)
+            .env("KUBERNETES_SERVICE_HOST", &testenv().host)
+            .env("KUBERNETES_SERVICE_PORT", testenv().port.to_string())
+            .env("KUBEXIT_NAME", "main")
+            .env("KUBEXIT_GRAVEYARD", &self.pod.graveyard)
+            .env("KUBEXIT_POD_NAME", "job-1")
+            .env("KUBEXIT_NAMESPACE", &self.ns)
+            .env("KUBEXIT_BIRTH_DEPS", "proxy")
+            .env("KUBEXIT_BIRTH_TIMEOUT", timeout)
+            .env("KUBEXIT_LOG_LEVEL", "debug");
+        self.pod.spawn("main", c)
+    }
+
+    /// Plays the kubelet for `proxy` (`main` is never ready: it has not started).
+    async fn proxy_ready(&self, ready: bool) {
+        set_ready(&self.client, &self.ns, &[("main", false), ("proxy", ready)]).await;
+    }
 }
 
 /// Plays the kubelet: writes the containers' readiness into the pod's status.
@@ -197,53 +213,25 @@ async fn testenv_smoke() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn child_starts_only_after_the_dependency_is_ready_in_the_api() {
-    let _s = serial();
-    let client = admin_client().await;
-    let ns = fresh_namespace(&client, "birth").await;
-    let pod = Pod::new("apibirth");
-    let sa = setup(&client, &ns, &pod, true).await;
-    let mut main = in_cluster(
-        &pod,
-        "main",
-        &sa,
-        &ns,
-        &[
-            ("KUBEXIT_BIRTH_DEPS", "proxy"),
-            ("KUBEXIT_BIRTH_TIMEOUT", "60s"),
-        ],
-        &["sh", "-c", "touch \"$POD/ran\""],
-    );
+    let s = Scenario::new("birth", true).await;
+    let mut main = s.waiting_main("60s");
     main.wait_log("watching the pod's container readiness through the Kubernetes API");
-    set_ready(&client, &ns, &[("main", false), ("proxy", false)]).await;
+    s.proxy_ready(false).await;
     main.wait_log("ready containers according to the API ready=[]");
     assert!(
-        main.is_running() && !pod.path("ran").exists(),
+        main.is_running() && !s.pod.path("ran").exists(),
         "started before proxy was ready"
     );
-    set_ready(&client, &ns, &[("main", false), ("proxy", true)]).await;
+    s.proxy_ready(true).await;
     assert_eq!(main.wait(), 0, "{}", main.logs());
-    assert!(pod.path("ran").exists());
+    assert!(s.pod.path("ran").exists());
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn birth_timeout_names_the_dependency() {
-    let _s = serial();
-    let client = admin_client().await;
-    let ns = fresh_namespace(&client, "timeout").await;
-    let pod = Pod::new("apitimeout");
-    let sa = setup(&client, &ns, &pod, true).await;
-    set_ready(&client, &ns, &[("main", false), ("proxy", false)]).await;
-    let mut main = in_cluster(
-        &pod,
-        "main",
-        &sa,
-        &ns,
-        &[
-            ("KUBEXIT_BIRTH_DEPS", "proxy"),
-            ("KUBEXIT_BIRTH_TIMEOUT", "2s"),
-        ],
-        &["sh", "-c", "touch \"$POD/ran\""],
-    );
+    let s = Scenario::new("timeout", true).await;
+    s.proxy_ready(false).await;
+    let mut main = s.waiting_main("2s");
     assert_eq!(main.wait(), 1);
     assert!(
         main.logs()
@@ -251,28 +239,14 @@ async fn birth_timeout_names_the_dependency() {
         "{}",
         main.logs()
     );
-    assert!(!pod.path("ran").exists());
+    assert!(!s.pod.path("ran").exists());
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn forbidden_without_the_role_names_the_missing_rule() {
-    let _s = serial();
-    let client = admin_client().await;
-    let ns = fresh_namespace(&client, "forbidden").await;
-    let pod = Pod::new("api403");
-    let sa = setup(&client, &ns, &pod, false).await;
+    let s = Scenario::new("forbidden", false).await;
     let started = Instant::now();
-    let mut main = in_cluster(
-        &pod,
-        "main",
-        &sa,
-        &ns,
-        &[
-            ("KUBEXIT_BIRTH_DEPS", "proxy"),
-            ("KUBEXIT_BIRTH_TIMEOUT", "60s"),
-        ],
-        &["sh", "-c", "touch \"$POD/ran\""],
-    );
+    let mut main = s.waiting_main("60s");
     assert_eq!(main.wait(), 1);
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -281,33 +255,21 @@ async fn forbidden_without_the_role_names_the_missing_rule() {
     let logs = main.logs();
     assert!(logs.contains("HTTP 403"), "{logs}");
     assert!(
-        logs.contains(r#"resources: [\"pods\"], verbs: [\"get\", \"list\", \"watch\"]"#)
-            || logs.contains("verbs: [\"get\", \"list\", \"watch\"]"),
+        logs.contains(r#"resources: ["pods"], verbs: ["get", "list", "watch"]"#),
         "{logs}"
     );
-    assert!(!pod.path("ran").exists());
-    assert_eq!(pod.tombstone("main").unwrap()["Reason"], "birth-api-error");
+    assert!(!s.pod.path("ran").exists());
+    assert_eq!(
+        s.pod.tombstone("main").unwrap()["Reason"],
+        "birth-api-error"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn survives_an_api_server_restart_during_the_wait() {
-    let _s = serial();
-    let client = admin_client().await;
-    let ns = fresh_namespace(&client, "restart").await;
-    let pod = Pod::new("apirestart");
-    let sa = setup(&client, &ns, &pod, true).await;
-    set_ready(&client, &ns, &[("main", false), ("proxy", false)]).await;
-    let mut main = in_cluster(
-        &pod,
-        "main",
-        &sa,
-        &ns,
-        &[
-            ("KUBEXIT_BIRTH_DEPS", "proxy"),
-            ("KUBEXIT_BIRTH_TIMEOUT", "90s"),
-        ],
-        &["sh", "-c", "touch \"$POD/ran\""],
-    );
+    let mut s = Scenario::new("restart", true).await;
+    s.proxy_ready(false).await;
+    let mut main = s.waiting_main("90s");
     main.wait_log("ready containers according to the API ready=[]");
     let out = Command::new(TESTENV)
         .arg("restart-apiserver")
@@ -322,10 +284,10 @@ async fn survives_an_api_server_restart_during_the_wait() {
         main.is_running(),
         "an API server restart is not a reason to give up"
     );
-    let client = admin_client().await;
-    set_ready(&client, &ns, &[("main", false), ("proxy", true)]).await;
+    s.client = admin_client().await;
+    s.proxy_ready(true).await;
     assert_eq!(main.wait(), 0, "{}", main.logs());
-    assert!(pod.path("ran").exists());
+    assert!(s.pod.path("ran").exists());
 }
 
 #[test]
