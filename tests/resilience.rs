@@ -110,13 +110,7 @@ fn dependency_not_started_yet_is_not_dead() {
         "a started-but-unlocked (kubexit) dependency is alive"
     );
     // and a real sexton main that starts later is alive too, then its death counts
-    assert!(
-        Command::new("mkfifo")
-            .arg(pod.path("fifo"))
-            .status()
-            .unwrap()
-            .success()
-    );
+    pod.fifo("fifo");
     let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
     pod.wait_born("main");
     assert!(sidecar.is_running());
@@ -506,13 +500,7 @@ fn on_failure_sidecar_survives_failed_main_and_stops_after_success() {
     sidecar.wait_log("not stopping the child (KUBEXIT_DEATH_TRIGGER=success");
     assert!(sidecar.is_running());
     // the restarted main: a new tombstone with a new Born and no Died, then success
-    assert!(
-        Command::new("mkfifo")
-            .arg(pod.path("fifo"))
-            .status()
-            .unwrap()
-            .success()
-    );
+    pod.fifo("fifo");
     let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 0"]);
     assert!(
         wait_until(TIMEOUT, || pod

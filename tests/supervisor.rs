@@ -459,14 +459,7 @@ fn orphans_are_reaped_as_pid1_and_as_subreaper() {
         // forks an orphan that outlives its parent and then exits; the orphan is
         // reparented to sexton, which must reap it.
         let script = "(sh -c 'echo $$ > \"$POD/orphan\"; read x < \"$POD/fifo\"; echo done > \"$POD/orphan-done\"' &) ; echo $$ > \"$POD/child\"; while :; do sleep 1 & wait; done";
-        let fifo = pod.path("fifo");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        let fifo = pod.fifo("fifo");
         let mut c = pod.start("app", &[], &[], &["sh", "-c", script], pidns);
         pod.wait_file("orphan");
         let sexton = c.sexton_pid();

@@ -74,7 +74,6 @@ impl Pod {
         cmd: &[&str],
         pidns: bool,
     ) -> Container {
-        let log = self.root.join(format!("{name}.log"));
         let mut c = if pidns {
             let mut c = Command::new("unshare");
             c.args(["--pid", "--fork", "--mount-proc", "--kill-child", SEXTON]);
@@ -98,6 +97,16 @@ impl Pod {
         for (k, v) in env {
             c.env(k, v);
         }
+        self.spawn_as(name, c, pidns)
+    }
+
+    /// Runs an arbitrary command line as a container (its stdout/stderr kept like others').
+    pub fn spawn(&self, name: &str, c: Command) -> Container {
+        self.spawn_as(name, c, true)
+    }
+
+    fn spawn_as(&self, name: &str, mut c: Command, pidns: bool) -> Container {
+        let log = self.root.join(format!("{name}.log"));
         c.stdin(Stdio::null())
             .stdout(File::create(self.root.join(format!("{name}.out"))).unwrap())
             .stderr(File::create(&log).unwrap());
@@ -111,20 +120,16 @@ impl Pod {
         }
     }
 
-    /// Runs an arbitrary command line as a container (its stdout/stderr kept like others').
-    pub fn spawn(&self, name: &str, mut c: Command) -> Container {
-        let log = self.root.join(format!("{name}.log"));
-        c.stdin(Stdio::null())
-            .stdout(File::create(self.root.join(format!("{name}.out"))).unwrap())
-            .stderr(File::create(&log).unwrap());
-        let child = c.spawn().expect("spawn container");
-        Container {
-            name: name.to_string(),
-            child,
-            log,
-            pidns: true,
-            root: self.root.clone(),
-        }
+    /// Creates a named pipe in the pod's scratch area: a child blocked reading it runs
+    /// until the test writes to it.
+    pub fn fifo(&self, name: &str) -> PathBuf {
+        let p = self.path(name);
+        assert!(
+            Command::new("mkfifo").arg(&p).status().unwrap().success(),
+            "mkfifo {}",
+            p.display()
+        );
+        p
     }
 
     pub fn tombstone_path(&self, name: &str) -> PathBuf {
