@@ -370,10 +370,23 @@ impl Config {
         let (raw, s) = get("birth_deps");
         let birth_deps = parse_dep_list(&raw.value, &name).map_err(|p| err(s, &raw, p))?;
 
-        let (raw, s) = get("grace_period");
-        let grace_period = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
-        let (raw, s) = get("birth_timeout");
-        let birth_timeout = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
+        // A Go duration of at least `min` (`MORE_THAN_ZERO`: any positive one).
+        const MORE_THAN_ZERO: Duration = Duration::from_nanos(1);
+        let duration = |id: &str, min: Duration| -> Result<Duration, ConfigError> {
+            let (raw, s) = get(id);
+            let d = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
+            if d < min {
+                let problem = if min == MORE_THAN_ZERO {
+                    "must be more than 0".to_string()
+                } else {
+                    format!("must be at least {}", format_go_duration(min))
+                };
+                return Err(err(s, &raw, problem));
+            }
+            Ok(d)
+        };
+        let grace_period = duration("grace_period", Duration::ZERO)?;
+        let birth_timeout = duration("birth_timeout", Duration::ZERO)?;
 
         let (raw, s) = get("term_signal");
         let term_signal = parse_signal(&raw.value).map_err(|p| err(s, &raw, p))?;
@@ -440,11 +453,7 @@ impl Config {
             "poll" => WatchMode::Poll,
             _ => return Err(err(s, &raw, "expected `auto`, `inotify` or `poll`".into())),
         };
-        let (raw, s) = get("poll_interval");
-        let poll_interval = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
-        if poll_interval < Duration::from_millis(10) {
-            return Err(err(s, &raw, "must be at least 10ms".into()));
-        }
+        let poll_interval = duration("poll_interval", Duration::from_millis(10))?;
 
         let (raw, s) = get("ready_probe");
         let ready_probe = if raw.value.trim().is_empty() {
@@ -452,16 +461,8 @@ impl Config {
         } else {
             Some(Probe::parse(raw.value.trim()).map_err(|p| err(s, &raw, p))?)
         };
-        let (raw, s) = get("ready_interval");
-        let ready_interval = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
-        if ready_interval < Duration::from_millis(10) {
-            return Err(err(s, &raw, "must be at least 10ms".into()));
-        }
-        let (raw, s) = get("ready_timeout");
-        let ready_timeout = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
-        if ready_timeout.is_zero() {
-            return Err(err(s, &raw, "must be more than 0".into()));
-        }
+        let ready_interval = duration("ready_interval", Duration::from_millis(10))?;
+        let ready_timeout = duration("ready_timeout", MORE_THAN_ZERO)?;
 
         let (raw_remote, s_remote) = get("shutdown_hooks_allow_remote");
         let allow_remote =
@@ -487,11 +488,7 @@ impl Config {
             }
             shutdown_hooks.push(url);
         }
-        let (raw, s) = get("shutdown_hook_timeout");
-        let shutdown_hook_timeout = parse_go_duration(&raw.value).map_err(|p| err(s, &raw, p))?;
-        if shutdown_hook_timeout.is_zero() {
-            return Err(err(s, &raw, "must be more than 0".into()));
-        }
+        let shutdown_hook_timeout = duration("shutdown_hook_timeout", MORE_THAN_ZERO)?;
 
         let (raw, s) = get("log_format");
         let log_format = match raw.value.trim().to_ascii_lowercase().as_str() {
@@ -954,6 +951,16 @@ mod tests {
                 &[("name", "a"), ("ready_timeout", "0")],
                 &["x"],
                 "invalid KUBEXIT_READY_TIMEOUT",
+            ),
+            (
+                &[("name", "a"), ("shutdown_hook_timeout", "0s")],
+                &["x"],
+                "invalid KUBEXIT_SHUTDOWN_HOOK_TIMEOUT=\"0s\": must be more than 0",
+            ),
+            (
+                &[("name", "a"), ("ready_interval", "9ms")],
+                &["x"],
+                "invalid KUBEXIT_READY_INTERVAL=\"9ms\": must be at least 10ms",
             ),
             (
                 &[
