@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
+use crate::core::Lock;
 use crate::tombstone::{DecodeError, Tombstone};
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -197,19 +198,11 @@ pub fn acquire_lock(
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockState {
-    /// Its supervisor is alive.
-    Held,
-    /// Nobody holds it: its supervisor is gone.
-    Free,
-    /// No lock file (not started, or a kubexit container): cannot tell.
-    Missing,
-}
-
 /// Probes a peer's lock without disturbing it: a shared, non-blocking flock on a read-only
 /// descriptor, released at once (read-only, so closing it raises no IN_CLOSE_WRITE).
-pub fn lock_state(graveyard: &Path, name: &str) -> LockState {
+/// Held: its supervisor is alive; Free: it is gone; Unknown: no lock file (not started, or
+/// a kubexit container).
+pub fn lock_state(graveyard: &Path, name: &str) -> Lock {
     let path = graveyard.join(lock_file_name(name));
     let f = match OpenOptions::new()
         .read(true)
@@ -217,12 +210,12 @@ pub fn lock_state(graveyard: &Path, name: &str) -> LockState {
         .open(&path)
     {
         Ok(f) => f,
-        Err(_) => return LockState::Missing,
+        Err(_) => return Lock::Unknown,
     };
     match Flock::lock(f, FlockArg::LockSharedNonblock) {
-        Ok(_held_for_an_instant) => LockState::Free,
-        Err((_, Errno::EWOULDBLOCK)) => LockState::Held,
-        Err(_) => LockState::Missing,
+        Ok(_held_for_an_instant) => Lock::Free,
+        Err((_, Errno::EWOULDBLOCK)) => Lock::Held,
+        Err(_) => Lock::Unknown,
     }
 }
 
@@ -304,11 +297,11 @@ mod tests {
     #[test]
     fn locks() {
         let d = tempdir();
-        assert_eq!(lock_state(&d, "main"), LockState::Missing);
+        assert_eq!(lock_state(&d, "main"), Lock::Unknown);
         let held = acquire_lock(&d, "main", Duration::ZERO)
             .unwrap()
             .expect("free");
-        assert_eq!(lock_state(&d, "main"), LockState::Held);
+        assert_eq!(lock_state(&d, "main"), Lock::Held);
         // a second holder (another open file description) cannot take it
         assert!(
             acquire_lock(&d, "main", Duration::from_millis(30))
@@ -324,7 +317,7 @@ mod tests {
         );
         drop(held);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
-        assert_eq!(lock_state(&d, "main"), LockState::Free);
+        assert_eq!(lock_state(&d, "main"), Lock::Free);
         assert!(wait_lock_released(&d, "nobody").is_err());
         assert_eq!(owner_of(".main.lock"), "main");
         assert_eq!(owner_of("main"), "main");

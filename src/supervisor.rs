@@ -23,7 +23,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::config::{Config, DeathTrigger, WatchMode, format_go_duration};
 use crate::core::{Action, Core, DepState, FORWARDED, Lock, Outcome, Policy, classify};
-use crate::fsutil::{self, LockState, Lookup};
+use crate::fsutil::{self, Lookup};
 use crate::process::{self, Child};
 use crate::tombstone::Tombstone;
 
@@ -151,7 +151,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
     // flock must mean something on this filesystem for lock-based death detection: our
     // own lock must look held through a second descriptor. If it does not, a live peer's
     // lock would look free too (a false death), so that detection is switched off.
-    let locks_work = fsutil::lock_state(&cfg.graveyard, &cfg.name) == LockState::Held;
+    let locks_work = fsutil::lock_state(&cfg.graveyard, &cfg.name) == Lock::Held;
     if !locks_work {
         warn!(
             "flock is not effective on {}: a container killed before recording its death cannot be detected; only tombstones count",
@@ -543,9 +543,9 @@ impl Supervisor {
                 self.bad.remove(name);
                 let state = classify(Some(&t), || {
                     match fsutil::lock_state(self.graveyard(), name) {
-                        LockState::Held => Lock::Held,
-                        LockState::Free if self.locks_work => Lock::Free,
-                        _ => Lock::Unknown,
+                        // a free lock says nothing where flock does not work
+                        Lock::Free if !self.locks_work => Lock::Unknown,
+                        lock => lock,
                     }
                 });
                 if matches!(state, DepState::Alive { .. }) && t.born.is_some() {
