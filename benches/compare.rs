@@ -244,8 +244,9 @@ fn wrapper_of(unshare: u32) -> Option<i32> {
     children.split_whitespace().next()?.parse().ok()
 }
 
-fn status_kb(pid: i32, key: &str) -> u64 {
-    let s = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+/// A `Key:   N kB` field of a /proc/PID file (`status`, `smaps_rollup`).
+fn proc_kb(pid: i32, file: &str, key: &str) -> u64 {
+    let s = fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
     s.lines()
         .find(|l| l.starts_with(key))
         .and_then(|l| l.split_whitespace().nth(1))
@@ -253,13 +254,12 @@ fn status_kb(pid: i32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+fn status_kb(pid: i32, key: &str) -> u64 {
+    proc_kb(pid, "status", key)
+}
+
 fn smaps_kb(pid: i32, key: &str) -> u64 {
-    let s = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    proc_kb(pid, "smaps_rollup", key)
 }
 
 /// CPU time of every thread of `pid`, in ns (schedstat: exact, not in clock ticks).
