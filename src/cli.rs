@@ -15,6 +15,8 @@ dependencies are ready, and behaves as a proper PID 1 (signal forwarding, zombie
 
 const AFTER_HELP: &str = "Other commands:
   sexton install DIR    copy this executable to DIR/sexton (mode 0755, atomically), for an init container
+  sexton quick-exit ... exit 0 at once, whatever the arguments (the quick-exit image's entrypoint)
+  sexton controller     the companion controller (built with --features controller; see --help there)
 
 Exit codes: the child's code; 128+N if it was killed by signal N; 0 if it was stopped because a \
 death dependency died (see --dep-exit-code); 2 configuration error; 126 command not executable; \
@@ -23,6 +25,8 @@ death dependency died (see --dep-exit-code); 2 configuration error; 126 command 
 pub fn main(args: Vec<OsString>) -> i32 {
     match args.get(1).and_then(|a| a.to_str()) {
         Some("install") => install(&args),
+        Some("quick-exit") => quick_exit(),
+        Some("controller") => controller(&args[1..]),
         _ => supervise(args),
     }
 }
@@ -31,7 +35,7 @@ fn supervisor_command() -> Command {
     let mut cmd = Command::new("sexton")
         .version(env!("CARGO_PKG_VERSION"))
         .about(ABOUT)
-        .override_usage("sexton [FLAGS] [--] COMMAND [ARGS...]\n       sexton install DIR")
+        .override_usage("sexton [FLAGS] [--] COMMAND [ARGS...]\n       sexton install DIR\n       sexton quick-exit [ANY...]\n       sexton controller [FLAGS]")
         .after_help(AFTER_HELP)
         .disable_help_subcommand(true);
     for s in SETTINGS {
@@ -97,6 +101,29 @@ fn supervise(args: Vec<OsString>) -> i32 {
             2
         }
     }
+}
+
+/// The entrypoint of the quick-exit image: the SidecarTerminator swaps a sidecar's image to
+/// it, the kubelet restarts the container with the sidecar's own arguments appended, and it
+/// must end with 0 whatever they are.
+fn quick_exit() -> i32 {
+    eprintln!(
+        "sexton quick-exit: this sidecar was ended by the sexton controller (its image was swapped because the pod's main containers are done); exiting 0"
+    );
+    0
+}
+
+#[cfg(feature = "controller")]
+fn controller(args: &[OsString]) -> i32 {
+    crate::controller::main(args)
+}
+
+#[cfg(not(feature = "controller"))]
+fn controller(_: &[OsString]) -> i32 {
+    eprintln!(
+        "sexton controller: this sexton was built without the `controller` feature (it keeps the controller's dependencies out of the in-pod binary); build with `cargo build --release --features controller`, or use the sexton controller image"
+    );
+    2
 }
 
 fn install(args: &[OsString]) -> i32 {

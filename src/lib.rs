@@ -6,6 +6,8 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "controller")]
+pub mod controller;
 pub mod core;
 pub mod fsutil;
 pub mod logging;

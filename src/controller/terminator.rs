@@ -1,0 +1,263 @@
+//! The SidecarTerminator reconciler: runs `decide` on a pod and carries the decision out
+//! (one precondition-guarded patch, events, metrics, structured logs).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, Resource, ResourceExt};
+use tracing::{debug, info, warn};
+
+use super::decide::{Decision, Refusal, Swap, decide, swap_patch};
+use super::http::{Metrics, labels};
+
+pub const FIELD_MANAGER: &str = "sexton-controller";
+const CONTROLLER: &str = "sidecar-terminator";
+const MAX_ATTEMPTS: usize = 5;
+
+#[derive(Debug)]
+pub struct Error(pub String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Error {}
+
+pub struct Ctx {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub default_image: Option<String>,
+    pub metrics: Arc<Metrics>,
+    /// When each object's oldest unprocessed watch event arrived (for the queue latency).
+    pub seen: Mutex<HashMap<ObjectRef<Pod>, Instant>>,
+    /// Problems already reported as events: (pod uid, container, reason) → when.
+    reported: Mutex<HashMap<(String, String, &'static str), Instant>>,
+    /// Test hook, for the conflict test only: before its first patch attempt, each
+    /// reconciliation reads one line from this FIFO, so a test can change the pod in between
+    /// and make the API server answer a real 409 Conflict. Unset in production.
+    hold_patch: Option<PathBuf>,
+}
+
+impl Ctx {
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        default_image: Option<String>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Ctx {
+            client,
+            recorder,
+            default_image,
+            metrics,
+            seen: Mutex::default(),
+            reported: Mutex::default(),
+            hold_patch: std::env::var_os("SEXTON_TEST_HOLD_BEFORE_PATCH").map(PathBuf::from),
+        }
+    }
+
+    fn count(&self, action: &str, reason: &str) {
+        self.metrics
+            .actions
+            .get_or_create(&labels(&[
+                ("controller", CONTROLLER),
+                ("action", action),
+                ("reason", reason),
+            ]))
+            .inc();
+    }
+
+    async fn event(&self, pod: &Pod, type_: EventType, reason: &str, action: &str, note: String) {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &pod.object_ref(&())).await {
+            warn!(pod = %key(pod), reason, error = %e, "cannot publish event (RBAC: events.k8s.io events create/patch)");
+        }
+    }
+
+    /// Report a problem once per pod, container and reason (the reconciler sees the same pod
+    /// many times; the Recorder would fold repeats into a series, but we skip the API call).
+    async fn report(&self, pod: &Pod, p: &Refusal) {
+        let k = (pod.uid().unwrap_or_default(), p.container.clone(), p.reason);
+        {
+            let mut seen = self.reported.lock().expect("poisoned");
+            if seen.contains_key(&k) {
+                return;
+            }
+            if seen.len() > 4096 {
+                seen.retain(|_, t| t.elapsed() < Duration::from_secs(3600));
+            }
+            seen.insert(k, Instant::now());
+        }
+        warn!(pod = %key(pod), container = %p.container, reason = p.reason, "{}", p.message);
+        self.count("refuse", p.reason);
+        self.event(pod, EventType::Warning, p.reason, "SwapImage", p.message.clone())
+            .await;
+    }
+}
+
+fn key(pod: &Pod) -> String {
+    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+}
+
+pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let l = labels(&[("controller", CONTROLLER)]);
+    if let Some(t) = ctx
+        .seen
+        .lock()
+        .expect("poisoned")
+        .remove(&ObjectRef::from_obj(&*pod))
+    {
+        ctx.metrics
+            .queue_latency
+            .get_or_create(&l)
+            .observe(t.elapsed().as_secs_f64());
+    }
+    ctx.metrics.reconciles.get_or_create(&l).inc();
+    let started = Instant::now();
+    let result = reconcile_pod(&pod, &ctx).await;
+    ctx.metrics
+        .reconcile_duration
+        .get_or_create(&l)
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn reconcile_pod(pod: &Pod, ctx: &Ctx) -> Result<Action, Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let mut current = pod.clone();
+    for attempt in 1..=MAX_ATTEMPTS {
+        let rv = current.resource_version().unwrap_or_default();
+        let decision = decide(&current, ctx.default_image.as_deref());
+        let (swaps, problems) = match decision {
+            Decision::Ignore(why) => {
+                debug!(pod = %key(&current), resource_version = %rv, decision = "ignore", "{why}");
+                return Ok(Action::await_change());
+            }
+            Decision::Wait(why) => {
+                info!(pod = %key(&current), resource_version = %rv, decision = "wait", "{why}");
+                return Ok(Action::await_change());
+            }
+            Decision::Done(why) => {
+                info!(pod = %key(&current), resource_version = %rv, decision = "done", "{why}");
+                return Ok(Action::await_change());
+            }
+            Decision::Act { swaps, problems } => (swaps, problems),
+        };
+        for p in &problems {
+            ctx.report(&current, p).await;
+        }
+        if swaps.is_empty() {
+            info!(pod = %key(&current), resource_version = %rv, decision = "refuse", "not swapping: {} problem(s) reported", problems.len());
+            return Ok(Action::await_change());
+        }
+        if attempt == 1 {
+            hold(ctx).await;
+        }
+        let patch = swap_patch(&current, &swaps);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        match api
+            .patch(&current.name_any(), &params, &Patch::Strategic(&patch))
+            .await
+        {
+            Ok(_) => {
+                swapped(ctx, &current, &swaps, &rv).await;
+                return Ok(Action::await_change());
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                ctx.metrics
+                    .conflicts
+                    .get_or_create(&labels(&[("controller", CONTROLLER)]))
+                    .inc();
+                info!(pod = %key(&current), resource_version = %rv, attempt, "conflict: the pod changed since it was read; re-reading");
+                current = match api.get(&current.name_any()).await {
+                    Ok(p) => p,
+                    Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+                    Err(e) => return Err(Error(format!("re-reading pod {}: {e}", key(&current)))),
+                };
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+            Err(e) => {
+                let msg = format!(
+                    "patching the image of sidecar(s) {:?} failed: {e}",
+                    swaps.iter().map(|s| &s.container).collect::<Vec<_>>()
+                );
+                ctx.report(
+                    &current,
+                    &Refusal {
+                        container: String::new(),
+                        reason: "SwapFailed",
+                        message: msg.clone(),
+                    },
+                )
+                .await;
+                return Err(Error(format!("{}: {msg}", key(&current))));
+            }
+        }
+    }
+    Err(Error(format!(
+        "{}: still conflicting after {MAX_ATTEMPTS} attempts",
+        key(&current)
+    )))
+}
+
+async fn swapped(ctx: &Ctx, pod: &Pod, swaps: &[Swap], rv: &str) {
+    for s in swaps {
+        ctx.count("swap", "MainsCompleted");
+        info!(pod = %key(pod), resource_version = %rv, decision = "swap", container = %s.container, from = %s.from, to = %s.to, "swapped sidecar image");
+    }
+    let list: Vec<String> = swaps
+        .iter()
+        .map(|s| format!("{:?} {} -> {}", s.container, s.from, s.to))
+        .collect();
+    ctx.event(
+        pod,
+        EventType::Normal,
+        "SidecarSwapped",
+        "SwapImage",
+        format!(
+            "main containers are done; swapped sidecar image(s) to end them: {}. The kubelet stops each one gracefully and starts its replacement, which exits 0",
+            list.join(", ")
+        ),
+    )
+    .await;
+}
+
+async fn hold(ctx: &Ctx) {
+    let Some(fifo) = ctx.hold_patch.clone() else {
+        return;
+    };
+    let _ = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        if let Ok(f) = std::fs::File::open(&fifo) {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(f).read_line(&mut line);
+        }
+    })
+    .await;
+}
+
+pub fn error_policy(pod: Arc<Pod>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.metrics
+        .errors
+        .get_or_create(&labels(&[("controller", CONTROLLER), ("kind", "reconcile")]))
+        .inc();
+    warn!(pod = %key(&pod), error = %err, "reconcile failed; retrying in 5s");
+    Action::requeue(Duration::from_secs(5))
+}
