@@ -356,6 +356,13 @@ async fn run_controller(
                 Ok(Event::Delete(p)) => {
                     seen.seen.lock().expect("poisoned").remove(&ObjectRef::from_obj(p));
                 }
+                // (Not Store::wait_until_ready: its single-waker future is also awaited by
+                // the controller, and only the last waiter is woken.)
+                Ok(Event::InitDone) => {
+                    if !health.ready.swap(true, Ordering::Relaxed) {
+                        info!("pod cache filled; reconciling");
+                    }
+                }
                 Ok(_) => {}
                 Err(e) => {
                     watch_errors
@@ -367,13 +374,6 @@ async fn run_controller(
             }
         })
         .touched_objects();
-    let ready_reader = reader.clone();
-    tokio::spawn(async move {
-        if ready_reader.wait_until_ready().await.is_ok() {
-            health.ready.store(true, Ordering::Relaxed);
-            info!("pod cache filled; reconciling");
-        }
-    });
     Controller::for_stream(stream, reader)
         .with_config(controller::Config::default().concurrency(o.concurrency))
         .graceful_shutdown_on(stopped(shutdown))

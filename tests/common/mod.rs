@@ -105,6 +105,11 @@ impl Pod {
         self.spawn_as(name, c, true)
     }
 
+    /// Runs a command as a plain process of the test's own PID namespace.
+    pub fn spawn_host(&self, name: &str, c: Command) -> Container {
+        self.spawn_as(name, c, false)
+    }
+
     fn spawn_as(&self, name: &str, mut c: Command, pidns: bool) -> Container {
         let log = self.root.join(format!("{name}.log"));
         c.stdin(Stdio::null())
