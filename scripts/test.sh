@@ -45,3 +45,6 @@ scripts/testenv.sh up
 
 cargo build --release --benches   # the benchmark harness must keep compiling
 cargo test --release "$@"
+# The controller (feature `controller`): its unit tests and tests/controller.rs, run against
+# the controller build of the binary (the in-pod build above stays free of its dependencies).
+cargo test --release --features controller --lib --test controller "$@"

@@ -19,12 +19,7 @@ pub fn init(format: LogFormat, level: tracing::Level) {
     let _ = match format {
         LogFormat::Text => registry.with(layer.with_ansi(false)).try_init(),
         LogFormat::Json => registry
-            .with(
-                layer
-                    .json()
-                    .with_current_span(true)
-                    .with_span_list(false),
-            )
+            .with(layer.json().with_current_span(true).with_span_list(false))
             .try_init(),
     };
 }

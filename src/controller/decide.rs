@@ -149,7 +149,10 @@ fn default_image_refusal(pod: &Pod, c: &Container) -> Option<(&'static str, Stri
             "SwapRefusedOS",
             format!(
                 "pod runs on {:?}, and the default quick-exit image is a Linux image; set env {ENV_SIDECAR_IMAGE} on sidecar {:?} to an image for that OS",
-                spec.os.as_ref().map(|o| o.name.as_str()).unwrap_or_default(),
+                spec.os
+                    .as_ref()
+                    .map(|o| o.name.as_str())
+                    .unwrap_or_default(),
                 c.name
             ),
         ));
@@ -201,7 +204,11 @@ pub fn decide(pod: &Pod, default_image: Option<&str>) -> Decision {
         let s = status(pod, &m.name);
         match terminated_code(s) {
             None => {
-                let state = if is_running(s) { "running" } else { "not started" };
+                let state = if is_running(s) {
+                    "running"
+                } else {
+                    "not started"
+                };
                 return Decision::Wait(format!("main container {:?} is {state}", m.name));
             }
             Some(code) if code != 0 && policy == "OnFailure" => {
@@ -239,7 +246,10 @@ pub fn decide(pod: &Pod, default_image: Option<&str>) -> Decision {
                 // The replacement's own termination, not the old container's: the runtime
                 // reports the image it ran (possibly normalized, e.g. with docker.io/).
                 let ran = s.map(|s| s.image.as_str()).unwrap_or_default();
-                if c.image.as_deref().is_some_and(|i| !i.is_empty() && ran.ends_with(i)) {
+                if c.image
+                    .as_deref()
+                    .is_some_and(|i| !i.is_empty() && ran.ends_with(i))
+                {
                     problems.push(Refusal {
                         container: c.name.clone(),
                         reason: "QuickExitFailed",
@@ -313,15 +323,13 @@ pub fn decide(pod: &Pod, default_image: Option<&str>) -> Decision {
         return Decision::Done(if pending.is_empty() {
             "every sidecar has terminated".into()
         } else {
-            format!(
-                "swapped sidecars {pending:?} are being replaced by the kubelet"
-            )
+            format!("swapped sidecars {pending:?} are being replaced by the kubelet")
         });
     }
     // All or nothing: a refused running sidecar keeps the pod alive anyway.
-    let refused_running = problems.iter().any(|p| {
-        p.reason.starts_with("SwapRefused") || p.reason == "SidecarNotRunning"
-    });
+    let refused_running = problems
+        .iter()
+        .any(|p| p.reason.starts_with("SwapRefused") || p.reason == "SidecarNotRunning");
     if refused_running {
         swaps.clear();
     }
@@ -357,7 +365,11 @@ mod tests {
     use serde_json::json;
 
     /// A container spec: (name, marker env) with optional extras merged in.
-    fn container(name: &str, marker: Option<(&str, &str)>, extra: serde_json::Value) -> serde_json::Value {
+    fn container(
+        name: &str,
+        marker: Option<(&str, &str)>,
+        extra: serde_json::Value,
+    ) -> serde_json::Value {
         let mut c = json!({"name": name, "image": format!("img/{name}:1")});
         if let Some((k, v)) = marker {
             c["env"] = json!([{"name": k, "value": v}]);
@@ -374,13 +386,20 @@ mod tests {
         match s {
             "running" => json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}}),
             "waiting" => json!({"waiting": {"reason": "ContainerCreating"}}),
-            "pullbackoff" => json!({"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}),
+            "pullbackoff" => {
+                json!({"waiting": {"reason": "ImagePullBackOff", "message": "not found"}})
+            }
             code => json!({"terminated": {"exitCode": code.parse::<i32>().unwrap()}}),
         }
     }
 
     /// A pod: restart policy, phase, containers, and states by container name.
-    fn pod(policy: &str, phase: &str, containers: Vec<serde_json::Value>, states: &[(&str, &str)]) -> Pod {
+    fn pod(
+        policy: &str,
+        phase: &str,
+        containers: Vec<serde_json::Value>,
+        states: &[(&str, &str)],
+    ) -> Pod {
         let statuses: Vec<_> = states
             .iter()
             .map(|(n, s)| {
@@ -407,14 +426,20 @@ mod tests {
         pod(
             policy,
             "Running",
-            vec![container("main", None, json!({})), container("proxy", SIDE, json!({}))],
+            vec![
+                container("main", None, json!({})),
+                container("proxy", SIDE, json!({})),
+            ],
             &[("main", main), ("proxy", side)],
         )
     }
 
     fn swap_of(d: &Decision) -> Vec<String> {
         match d {
-            Decision::Act { swaps, .. } => swaps.iter().map(|s| format!("{}->{}", s.container, s.to)).collect(),
+            Decision::Act { swaps, .. } => swaps
+                .iter()
+                .map(|s| format!("{}->{}", s.container, s.to))
+                .collect(),
             _ => vec![],
         }
     }
@@ -439,7 +464,9 @@ mod tests {
         for (policy, main, side, want) in table {
             let d = decide(&main_and_sidecar(policy, main, side), Q);
             let got = match &d {
-                Decision::Act { swaps, problems } if !swaps.is_empty() && problems.is_empty() => "swap",
+                Decision::Act { swaps, problems } if !swaps.is_empty() && problems.is_empty() => {
+                    "swap"
+                }
                 Decision::Wait(_) => "wait",
                 Decision::Done(_) => "done",
                 other => panic!("{policy} {main} {side}: unexpected {other:?}"),
@@ -451,21 +478,56 @@ mod tests {
     #[test]
     fn ignored_pods() {
         let cases = [
-            (main_and_sidecar("Always", "0", "running"), "restartPolicy Always"),
             (
-                pod("Never", "Pending", vec![container("main", None, json!({})), container("proxy", SIDE, json!({}))], &[]),
+                main_and_sidecar("Always", "0", "running"),
+                "restartPolicy Always",
+            ),
+            (
+                pod(
+                    "Never",
+                    "Pending",
+                    vec![
+                        container("main", None, json!({})),
+                        container("proxy", SIDE, json!({})),
+                    ],
+                    &[],
+                ),
                 "phase Pending",
             ),
             (
-                pod("Never", "Running", vec![container("main", None, json!({})), container("proxy", None, json!({}))], &[("main", "0"), ("proxy", "running")]),
+                pod(
+                    "Never",
+                    "Running",
+                    vec![
+                        container("main", None, json!({})),
+                        container("proxy", None, json!({})),
+                    ],
+                    &[("main", "0"), ("proxy", "running")],
+                ),
                 "no container carries",
             ),
             (
-                pod("Never", "Running", vec![container("main", None, json!({})), container("proxy", Some((ENV_SIDECAR, "yes")), json!({}))], &[("main", "0"), ("proxy", "running")]),
+                pod(
+                    "Never",
+                    "Running",
+                    vec![
+                        container("main", None, json!({})),
+                        container("proxy", Some((ENV_SIDECAR, "yes")), json!({})),
+                    ],
+                    &[("main", "0"), ("proxy", "running")],
+                ),
                 "no container carries",
             ),
             (
-                pod("Never", "Running", vec![container("main", None, json!({})), container("proxy", Some((ENV_SIDECAR_IMAGE, "")), json!({}))], &[("main", "0"), ("proxy", "running")]),
+                pod(
+                    "Never",
+                    "Running",
+                    vec![
+                        container("main", None, json!({})),
+                        container("proxy", Some((ENV_SIDECAR_IMAGE, "")), json!({})),
+                    ],
+                    &[("main", "0"), ("proxy", "running")],
+                ),
                 "no container carries",
             ),
         ];
@@ -476,8 +538,12 @@ mod tests {
             }
         }
         let mut deleting = main_and_sidecar("Never", "0", "running");
-        deleting.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
-        assert_eq!(decide(&deleting, Q), Decision::Ignore("pod is being deleted".into()));
+        deleting.metadata.deletion_timestamp =
+            Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
+        assert_eq!(
+            decide(&deleting, Q),
+            Decision::Ignore("pod is being deleted".into())
+        );
     }
 
     #[test]
@@ -485,12 +551,18 @@ mod tests {
         let mut p = pod(
             "Never",
             "Running",
-            vec![container("main", None, json!({})), container("proxy", Some((ENV_SIDECAR, "TRUE")), json!({}))],
+            vec![
+                container("main", None, json!({})),
+                container("proxy", Some((ENV_SIDECAR, "TRUE")), json!({})),
+            ],
             &[("main", "0"), ("proxy", "running")],
         );
-        p.spec.as_mut().unwrap().init_containers = Some(vec![serde_json::from_value(json!({
-            "name": "native", "image": "n", "restartPolicy": "Always"
-        })).unwrap()]);
+        p.spec.as_mut().unwrap().init_containers = Some(vec![
+            serde_json::from_value(json!({
+                "name": "native", "image": "n", "restartPolicy": "Always"
+            }))
+            .unwrap(),
+        ]);
         assert_eq!(swap_of(&decide(&p, Q)), ["proxy->sexton-quick-exit:1"]);
     }
 
@@ -500,11 +572,21 @@ mod tests {
             container("a", None, json!({})),
             container("b", None, json!({})),
             container("proxy", SIDE, json!({})),
-            container("logs", Some((ENV_SIDECAR_IMAGE, "busybox:quick")), json!({})),
+            container(
+                "logs",
+                Some((ENV_SIDECAR_IMAGE, "busybox:quick")),
+                json!({}),
+            ),
             container("done", SIDE, json!({})),
         ];
         let states = |b: &'static str| {
-            vec![("a", "0"), ("b", b), ("proxy", "running"), ("logs", "running"), ("done", "0")]
+            vec![
+                ("a", "0"),
+                ("b", b),
+                ("proxy", "running"),
+                ("logs", "running"),
+                ("done", "0"),
+            ]
         };
         let p = pod("Never", "Running", containers.clone(), &states("running"));
         assert!(matches!(decide(&p, Q), Decision::Wait(w) if w.contains("\"b\"")));
@@ -522,20 +604,40 @@ mod tests {
             let mut p = pod(
                 "Never",
                 "Running",
-                vec![container("main", None, json!({})), container("proxy", marker, extra)],
+                vec![
+                    container("main", None, json!({})),
+                    container("proxy", marker, extra),
+                ],
                 &[("main", "0"), ("proxy", "running")],
             );
             if let Some(os) = os {
-                p.spec.as_mut().unwrap().os = Some(serde_json::from_value(json!({"name": os})).unwrap());
+                p.spec.as_mut().unwrap().os =
+                    Some(serde_json::from_value(json!({"name": os})).unwrap());
             }
             p
         };
         let cases = [
-            (with(json!({"command": ["envoy"]}), SIDE, None), Q, "SwapRefusedCommand"),
-            (with(json!({"lifecycle": {"postStart": {"exec": {"command": ["x"]}}}}), SIDE, None), Q, "SwapRefusedPostStart"),
+            (
+                with(json!({"command": ["envoy"]}), SIDE, None),
+                Q,
+                "SwapRefusedCommand",
+            ),
+            (
+                with(
+                    json!({"lifecycle": {"postStart": {"exec": {"command": ["x"]}}}}),
+                    SIDE,
+                    None,
+                ),
+                Q,
+                "SwapRefusedPostStart",
+            ),
             (with(json!({}), SIDE, Some("windows")), Q, "SwapRefusedOS"),
             (with(json!({}), SIDE, None), None, "SwapRefusedNoImage"),
-            (with(json!({"image": "sexton-quick-exit:1"}), SIDE, None), Q, "SwapRefusedSameImage"),
+            (
+                with(json!({"image": "sexton-quick-exit:1"}), SIDE, None),
+                Q,
+                "SwapRefusedSameImage",
+            ),
         ];
         for (p, image, reason) in cases {
             match decide(&p, image) {
@@ -544,13 +646,21 @@ mod tests {
                     assert_eq!(problems.len(), 1);
                     assert_eq!(problems[0].reason, reason);
                     assert_eq!(problems[0].container, "proxy");
-                    assert!(problems[0].message.contains("\"proxy\""), "{}", problems[0].message);
+                    assert!(
+                        problems[0].message.contains("\"proxy\""),
+                        "{}",
+                        problems[0].message
+                    );
                 }
                 other => panic!("{reason}: {other:?}"),
             }
         }
         // A user-named image lifts the default-image checks: the user vouches for it.
-        let p = with(json!({"command": ["envoy"], "lifecycle": {"postStart": {"exec": {"command": ["x"]}}}}), Some((ENV_SIDECAR_IMAGE, "envoy-quick:1")), Some("windows"));
+        let p = with(
+            json!({"command": ["envoy"], "lifecycle": {"postStart": {"exec": {"command": ["x"]}}}}),
+            Some((ENV_SIDECAR_IMAGE, "envoy-quick:1")),
+            Some("windows"),
+        );
         assert_eq!(swap_of(&decide(&p, Q)), ["proxy->envoy-quick:1"]);
     }
 
@@ -589,7 +699,12 @@ mod tests {
 
     #[test]
     fn every_container_marked_is_reported() {
-        let p = pod("Never", "Running", vec![container("proxy", SIDE, json!({}))], &[("proxy", "running")]);
+        let p = pod(
+            "Never",
+            "Running",
+            vec![container("proxy", SIDE, json!({}))],
+            &[("proxy", "running")],
+        );
         match decide(&p, Q) {
             Decision::Act { swaps, problems } => {
                 assert!(swaps.is_empty());
@@ -630,10 +745,15 @@ mod tests {
     #[test]
     fn never_swaps_twice() {
         let p = main_and_sidecar("Never", "0", "running");
-        let Decision::Act { swaps, .. } = decide(&p, Q) else { panic!() };
+        let Decision::Act { swaps, .. } = decide(&p, Q) else {
+            panic!()
+        };
         let patch = swap_patch(&p, &swaps);
         assert_eq!(patch["metadata"]["resourceVersion"], "42");
-        assert_eq!(patch["spec"]["containers"], json!([{"name": "proxy", "image": "sexton-quick-exit:1"}]));
+        assert_eq!(
+            patch["spec"]["containers"],
+            json!([{"name": "proxy", "image": "sexton-quick-exit:1"}])
+        );
         assert_eq!(
             patch["metadata"]["annotations"][ANNOTATION_SWAPPED],
             json!(r#"{"proxy":"img/proxy:1"}"#)
@@ -650,10 +770,18 @@ mod tests {
     #[test]
     fn swapped_sidecar_that_cannot_start_or_fails_is_reported() {
         let p = main_and_sidecar("Never", "0", "running");
-        let Decision::Act { swaps, .. } = decide(&p, Q) else { panic!() };
+        let Decision::Act { swaps, .. } = decide(&p, Q) else {
+            panic!()
+        };
         let mut stalled = apply(&p, &swaps);
-        stalled.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[1].state =
-            Some(serde_json::from_value(state("pullbackoff")).unwrap());
+        stalled
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[1]
+            .state = Some(serde_json::from_value(state("pullbackoff")).unwrap());
         match decide(&stalled, Q) {
             Decision::Act { swaps, problems } => {
                 assert!(swaps.is_empty());
@@ -662,7 +790,13 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let mut failed = apply(&p, &swaps);
-        let st = &mut failed.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[1];
+        let st = &mut failed
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[1];
         st.state = Some(serde_json::from_value(state("128")).unwrap());
         st.image = "sexton-quick-exit:1".into();
         match decide(&failed, Q) {
@@ -671,8 +805,14 @@ mod tests {
         }
         // The old container's own exit code (143 after SIGTERM) is not the replacement's.
         let mut old_exit = apply(&p, &swaps);
-        old_exit.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[1].state =
-            Some(serde_json::from_value(state("143")).unwrap());
+        old_exit
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[1]
+            .state = Some(serde_json::from_value(state("143")).unwrap());
         assert!(matches!(decide(&old_exit, Q), Decision::Done(_)));
     }
 }

@@ -34,6 +34,12 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("sexton_controller");
@@ -41,12 +47,18 @@ impl Metrics {
         let errors = Family::<Labels, Counter>::default();
         let actions = Family::<Labels, Counter>::default();
         let conflicts = Family::<Labels, Counter>::default();
-        let queue_latency =
-            Family::<Labels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
-        let reconcile_duration =
-            Family::<Labels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let queue_latency = Family::<Labels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        let reconcile_duration = Family::<Labels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
         let leader = Gauge::default();
-        registry.register("reconciles", "Reconciliations run, by controller", reconciles.clone());
+        registry.register(
+            "reconciles",
+            "Reconciliations run, by controller",
+            reconciles.clone(),
+        );
         registry.register(
             "reconcile_errors",
             "Reconciliations that failed (and were retried), by controller and kind",
@@ -97,7 +109,10 @@ impl Metrics {
 }
 
 pub fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// What the health endpoints report.
@@ -158,7 +173,11 @@ async fn handle(mut conn: TcpStream, what: &Serve) -> std::io::Result<()> {
             if h.ready.load(Ordering::Relaxed) {
                 ("200 OK", "text/plain", "ok\n".into())
             } else {
-                ("503 Service Unavailable", "text/plain", "not ready\n".into())
+                (
+                    "503 Service Unavailable",
+                    "text/plain",
+                    "not ready\n".into(),
+                )
             }
         }
         ("GET", _, _) => ("404 Not Found", "text/plain", "not found\n".into()),

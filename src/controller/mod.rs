@@ -21,11 +21,11 @@ use std::time::Duration;
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher::{self, watcher};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Config};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -37,7 +37,11 @@ const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/n
 
 fn command() -> Command {
     let flag = |id: &'static str, env: &'static str, help: &'static str| {
-        Arg::new(id).long(id).env(env).help(help).action(ArgAction::Set)
+        Arg::new(id)
+            .long(id)
+            .env(env)
+            .help(help)
+            .action(ArgAction::Set)
     };
     Command::new("sexton controller")
         .version(env!("CARGO_PKG_VERSION"))
@@ -136,9 +140,9 @@ pub fn main(args: &[OsString]) -> i32 {
             _ => return Err(format!("invalid --log-format={f:?}: use text or json")),
         };
         let l = m.get_one::<String>("log-level").expect("default");
-        let level = l
-            .parse::<tracing::Level>()
-            .map_err(|_| format!("invalid --log-level={l:?}: use error, warn, info, debug or trace"))?;
+        let level = l.parse::<tracing::Level>().map_err(|_| {
+            format!("invalid --log-level={l:?}: use error, warn, info, debug or trace")
+        })?;
         Ok((format, level))
     })();
     let (o, (format, level)) = match opts(&m).and_then(|o| Ok((o, logging?))) {
@@ -209,8 +213,16 @@ async fn run(o: Opts) -> i32 {
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
     for (addr, what, flag) in [
-        (o.metrics_addr, Serve::Metrics(metrics.clone()), "--metrics-addr"),
-        (o.health_addr, Serve::Health(health.clone()), "--health-addr"),
+        (
+            o.metrics_addr,
+            Serve::Metrics(metrics.clone()),
+            "--metrics-addr",
+        ),
+        (
+            o.health_addr,
+            Serve::Health(health.clone()),
+            "--health-addr",
+        ),
     ] {
         match http::serve(addr, what, flag).await {
             Ok(bound) => info!(%bound, "serving {}", &flag[2..]),
@@ -330,7 +342,9 @@ async fn run_controller(
         metrics.clone(),
     ));
     if o.quick_exit_image.is_none() {
-        warn!("no --quick-exit-image: only sidecars that name their own image in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE can be ended");
+        warn!(
+            "no --quick-exit-image: only sidecars that name their own image in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE can be ended"
+        );
     }
     let (reader, writer) = reflector::store();
     // Only Running pods can need action (not Pending; Succeeded and Failed are over), so the
@@ -338,7 +352,11 @@ async fn run_controller(
     let config = watcher::Config::default().fields("status.phase=Running");
     let seen = ctx.clone();
     let watch_errors = metrics.clone();
-    let scope = if o.namespace.is_some() { "in its namespace" } else { "cluster-wide" };
+    let scope = if o.namespace.is_some() {
+        "in its namespace"
+    } else {
+        "cluster-wide"
+    };
     let stream = watcher(api, config)
         .default_backoff()
         .modify(|p: &mut Pod| p.metadata.managed_fields = None)

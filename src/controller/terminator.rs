@@ -104,8 +104,14 @@ impl Ctx {
         }
         warn!(pod = %key(pod), container = %p.container, reason = p.reason, "{}", p.message);
         self.count("refuse", p.reason);
-        self.event(pod, EventType::Warning, p.reason, "SwapImage", p.message.clone())
-            .await;
+        self.event(
+            pod,
+            EventType::Warning,
+            p.reason,
+            "SwapImage",
+            p.message.clone(),
+        )
+        .await;
     }
 }
 
@@ -256,7 +262,10 @@ async fn hold(ctx: &Ctx) {
 pub fn error_policy(pod: Arc<Pod>, err: &Error, ctx: Arc<Ctx>) -> Action {
     ctx.metrics
         .errors
-        .get_or_create(&labels(&[("controller", CONTROLLER), ("kind", "reconcile")]))
+        .get_or_create(&labels(&[
+            ("controller", CONTROLLER),
+            ("kind", "reconcile"),
+        ]))
         .inc();
     warn!(pod = %key(&pod), error = %err, "reconcile failed; retrying in 5s");
     Action::requeue(Duration::from_secs(5))
