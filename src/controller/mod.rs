@@ -8,6 +8,7 @@
 //! reconciliations finish) and release the lease so a standby takes over at once.
 
 pub mod decide;
+pub mod ejob;
 pub mod http;
 pub mod terminator;
 
@@ -125,6 +126,10 @@ fn opts(m: &ArgMatches) -> Result<Opts, String> {
 }
 
 pub fn main(args: &[OsString]) -> i32 {
+    if args.get(1).and_then(|a| a.to_str()) == Some("crd") {
+        print!("{}", ejob::crd_yaml());
+        return 0;
+    }
     let m = match command().try_get_matches_from(args) {
         Ok(m) => m,
         Err(e) => {
