@@ -829,7 +829,9 @@ async fn without_the_role_the_error_names_the_missing_permission() {
     let scratch = Pod::new("ctl-norbac");
     let kc = kubeconfig_for(&ns, "nobody", &scratch.path("nobody.kubeconfig"));
     let ctl = Ctl::start(&scratch, "controller", &kc, &["--namespace", &ns], &[]);
-    let l = ctl.wait_line(|l| msg(l).starts_with("watching pods failed"));
+    let l = ctl.wait_line(|l| {
+        msg(l).starts_with("watching failed") && l["fields"]["controller"] == "sidecar-terminator"
+    });
     let m = msg(&l);
     assert!(
         m.contains("forbidden") && m.contains("pods list and watch"),
@@ -839,6 +841,18 @@ async fn without_the_role_the_error_names_the_missing_permission() {
         ctl.get(&ctl.health, "/readyz").0,
         503,
         "not ready without a filled cache"
+    );
+    // SIGTERM before any cache was filled still ends the process at once (kube-runtime's
+    // graceful shutdown alone would wait for the store forever).
+    let mut ctl = ctl;
+    let t = Instant::now();
+    ctl.c.signal(15);
+    let st = ctl.c.wait_status(LONG).expect("did not stop on SIGTERM");
+    assert_eq!(code_of(st), 0);
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
     );
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, EphemeralContainer, EnvVar, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, EnvVar, EphemeralContainer, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::CustomResource;
 use kube::core::{Selector, SelectorExt};
@@ -122,7 +122,13 @@ pub fn crd() -> Value {
         {"rule": "self.all(c, self.exists_one(d, d.name == c.name))", "message": "template.ephemeralContainers: names must be unique"},
     ]);
     let item = &mut list["items"];
-    item["required"] = json!(["name", "image", "imagePullPolicy", "terminationMessagePolicy", "targetContainerName"]);
+    item["required"] = json!([
+        "name",
+        "image",
+        "imagePullPolicy",
+        "terminationMessagePolicy",
+        "targetContainerName"
+    ]);
     item["properties"]["name"]["maxLength"] = json!(63);
     // bounds for the CEL cost estimate of the subPath rule
     item["properties"]["volumeMounts"]["maxItems"] = json!(32);
@@ -355,54 +361,54 @@ pub fn plan(job: &EphemeralJob, pods: &[Pod], now: &Time) -> Plan {
     let done = status.succeeded + status.failed;
     let all_done = status.matched > 0 && done == status.matched && inject.is_empty();
     let mut finished = false;
-    status.phase = Some(
-        if already_finished {
-            old.phase.clone().unwrap_or_else(|| "Succeeded".into())
-        } else if errored {
-            "Error".into()
-        } else if deadline_exceeded {
-            finished = true;
+    status.phase = Some(if already_finished {
+        old.phase.clone().unwrap_or_else(|| "Succeeded".into())
+    } else if errored {
+        "Error".into()
+    } else if deadline_exceeded {
+        finished = true;
+        status.conditions.push(condition(
+            "Failed",
+            "DeadlineExceeded",
+            format!(
+                "activeDeadlineSeconds ({}s) passed with {done} of {} targets finished",
+                job.spec.active_deadline_seconds.unwrap_or_default(),
+                status.matched
+            ),
+            now,
+        ));
+        "Failed".into()
+    } else if all_done {
+        finished = true;
+        if status.failed > 0 {
             status.conditions.push(condition(
                 "Failed",
-                "DeadlineExceeded",
+                "ContainersFailed",
                 format!(
-                    "activeDeadlineSeconds ({}s) passed with {done} of {} targets finished",
-                    job.spec.active_deadline_seconds.unwrap_or_default(),
-                    status.matched
+                    "{} of {} targets had an ephemeral container fail",
+                    status.failed, status.matched
                 ),
                 now,
             ));
             "Failed".into()
-        } else if all_done {
-            finished = true;
-            if status.failed > 0 {
-                status.conditions.push(condition(
-                    "Failed",
-                    "ContainersFailed",
-                    format!(
-                        "{} of {} targets had an ephemeral container fail",
-                        status.failed, status.matched
-                    ),
-                    now,
-                ));
-                "Failed".into()
-            } else {
-                status.conditions.push(condition(
-                    "Complete",
-                    "AllSucceeded",
-                    format!("all {} targets succeeded", status.matched),
-                    now,
-                ));
-                "Succeeded".into()
-            }
-        } else if paused {
-            "Paused".into()
-        } else if status.matched == 0 || (status.running == 0 && done == 0 && ours.is_empty() && inject.is_empty()) {
-            "Waiting".into()
         } else {
-            "Running".into()
-        },
-    );
+            status.conditions.push(condition(
+                "Complete",
+                "AllSucceeded",
+                format!("all {} targets succeeded", status.matched),
+                now,
+            ));
+            "Succeeded".into()
+        }
+    } else if paused {
+        "Paused".into()
+    } else if status.matched == 0
+        || (status.running == 0 && done == 0 && ours.is_empty() && inject.is_empty())
+    {
+        "Waiting".into()
+    } else {
+        "Running".into()
+    });
     if finished {
         status.completion_time = Some(now.clone());
     }
@@ -475,8 +481,13 @@ mod tests {
             "status": {"phase": "Running"}
         });
         if !state.is_empty() {
-            let env = if state == "foreign" { json!([]) } else { json!([{"name": ENV_JOB_UID, "value": "u-1"}]) };
-            p["spec"]["ephemeralContainers"] = json!([{"name": "probe", "image": "busybox", "env": env}]);
+            let env = if state == "foreign" {
+                json!([])
+            } else {
+                json!([{"name": ENV_JOB_UID, "value": "u-1"}])
+            };
+            p["spec"]["ephemeralContainers"] =
+                json!([{"name": "probe", "image": "busybox", "env": env}]);
             let st = match state {
                 "waiting" | "foreign" => json!({"waiting": {"reason": "ContainerCreating"}}),
                 "running" => json!({"running": {}}),
@@ -494,12 +505,24 @@ mod tests {
 
     fn counts(p: &Plan) -> (i32, i32, i32, i32, i32, &str) {
         let s = &p.status;
-        (s.matched, s.waiting, s.running, s.succeeded, s.failed, s.phase.as_deref().unwrap())
+        (
+            s.matched,
+            s.waiting,
+            s.running,
+            s.succeeded,
+            s.failed,
+            s.phase.as_deref().unwrap(),
+        )
     }
 
     #[test]
     fn injects_in_creation_order_up_to_parallelism() {
-        let pods = [pod("c", 3, ""), pod("a", 1, ""), pod("b", 2, ""), pod("b0", 2, "")];
+        let pods = [
+            pod("c", 3, ""),
+            pod("a", 1, ""),
+            pod("b", 2, ""),
+            pod("b0", 2, ""),
+        ];
         let p = plan(&job(json!({"parallelism": 2})), &pods, &now(10));
         assert_eq!(p.inject, ["a", "b", "b0"][..2]);
         assert_eq!(counts(&p), (4, 2, 0, 0, 0, "Running"));
@@ -507,10 +530,20 @@ mod tests {
 
     #[test]
     fn waiting_and_running_count_against_parallelism() {
-        let pods = [pod("a", 1, "waiting"), pod("b", 2, "running"), pod("c", 3, ""), pod("d", 4, "")];
+        let pods = [
+            pod("a", 1, "waiting"),
+            pod("b", 2, "running"),
+            pod("c", 3, ""),
+            pod("d", 4, ""),
+        ];
         let p = plan(&job(json!({"parallelism": 2})), &pods, &now(10));
         assert!(p.inject.is_empty(), "{p:?}");
-        let pods = [pod("a", 1, "0"), pod("b", 2, "running"), pod("c", 3, ""), pod("d", 4, "")];
+        let pods = [
+            pod("a", 1, "0"),
+            pod("b", 2, "running"),
+            pod("c", 3, ""),
+            pod("d", 4, ""),
+        ];
         let p = plan(&job(json!({"parallelism": 2})), &pods, &now(10));
         assert_eq!(p.inject, ["c"]);
         assert_eq!(counts(&p), (4, 1, 1, 1, 0, "Running"));
@@ -519,7 +552,11 @@ mod tests {
     #[test]
     fn replicas_limit_and_more_replicas_than_pods_still_finishes() {
         let pods = [pod("a", 1, "0"), pod("b", 2, ""), pod("c", 3, "")];
-        let p = plan(&job(json!({"replicas": 2, "parallelism": 5})), &pods, &now(10));
+        let p = plan(
+            &job(json!({"replicas": 2, "parallelism": 5})),
+            &pods,
+            &now(10),
+        );
         assert_eq!(p.inject, ["b"]);
         assert_eq!(p.status.matched, 2);
         let pods = [pod("a", 1, "0"), pod("b", 2, "0")];
@@ -530,12 +567,19 @@ mod tests {
 
     #[test]
     fn mixed_success_and_failure_finishes_failed_with_a_condition() {
-        let pods = [pod("a", 1, "0"), pod("b", 2, "3"), pod("c", 3, "starterror")];
+        let pods = [
+            pod("a", 1, "0"),
+            pod("b", 2, "3"),
+            pod("c", 3, "starterror"),
+        ];
         let p = plan(&job(json!({"parallelism": 3})), &pods, &now(10));
         assert!(p.finished);
         assert_eq!(counts(&p), (3, 0, 0, 1, 2, "Failed"));
         let c = p.status.conditions.last().unwrap();
-        assert_eq!((c.type_.as_str(), c.reason.as_str()), ("Failed", "ContainersFailed"));
+        assert_eq!(
+            (c.type_.as_str(), c.reason.as_str()),
+            ("Failed", "ContainersFailed")
+        );
         assert!(p.status.completion_time.is_some());
     }
 
@@ -562,13 +606,19 @@ mod tests {
     #[test]
     fn deadline_fails_the_job() {
         let mut j = job(json!({"activeDeadlineSeconds": 5}));
-        j.status = Some(EphemeralJobStatus { start_time: Some(now(0)), ..Default::default() });
+        j.status = Some(EphemeralJobStatus {
+            start_time: Some(now(0)),
+            ..Default::default()
+        });
         let pods = [pod("a", 1, "running"), pod("b", 2, "")];
         assert!(!plan(&j, &pods, &now(4)).finished);
         let p = plan(&j, &pods, &now(5));
         assert!(p.finished && p.deadline_exceeded && p.inject.is_empty());
         assert_eq!(p.status.phase.as_deref(), Some("Failed"));
-        assert_eq!(p.status.conditions.last().unwrap().reason, "DeadlineExceeded");
+        assert_eq!(
+            p.status.conditions.last().unwrap().reason,
+            "DeadlineExceeded"
+        );
     }
 
     #[test]
@@ -593,11 +643,22 @@ mod tests {
     fn crd_has_the_validation_rules() {
         let crd = crd();
         let v = &crd["spec"]["versions"][0];
-        let item = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"]["properties"]["ephemeralContainers"]["items"];
+        let item = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"]
+            ["properties"]["ephemeralContainers"]["items"];
         assert_eq!(item["required"].as_array().unwrap().len(), 5);
         assert_eq!(v["subresources"]["status"], json!({}));
         assert_eq!(crd["spec"]["names"]["shortNames"], json!(["ejob"]));
-        let cols: Vec<&str> = v["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-        assert_eq!(cols, ["STATUS", "MATCH", "SUCCEED", "FAILED", "RUNNING", "WAITING", "AGE"]);
+        let cols: Vec<&str> = v["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            cols,
+            [
+                "STATUS", "MATCH", "SUCCEED", "FAILED", "RUNNING", "WAITING", "AGE"
+            ]
+        );
     }
 }

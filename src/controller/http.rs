@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
@@ -120,6 +120,8 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
 pub struct Health {
     /// The controller is connected and its caches are filled (or it is a healthy standby).
     pub ready: AtomicBool,
+    /// Caches not filled yet.
+    pub pending: AtomicUsize,
 }
 
 pub enum Serve {

@@ -9,14 +9,16 @@
 
 pub mod decide;
 pub mod ejob;
+pub mod ejob_controller;
 pub mod http;
+pub mod runtime;
 pub mod terminator;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
@@ -26,7 +28,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
+
 use kube::{Api, Client, Config};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -34,6 +37,9 @@ use tracing::{error, info, warn};
 use crate::config::{LogFormat, parse_go_duration};
 use http::{Health, Metrics, Serve};
 
+/// How long in-flight reconciliations may run after SIGTERM (well inside the Deployment's
+/// 30 s termination grace period, so the lease is still released).
+const GRACE: Duration = Duration::from_secs(10);
 const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 fn command() -> Command {
@@ -58,12 +64,20 @@ fn command() -> Command {
         .arg(flag("identity", "POD_NAME", "This replica's identity in the Lease and in events (default: hostname and PID)"))
         .arg(flag("metrics-addr", "SEXTON_METRICS_ADDR", "Serve Prometheus metrics on http://ADDR/metrics").default_value("0.0.0.0:8080").value_parser(value_parser!(SocketAddr)))
         .arg(flag("health-addr", "SEXTON_HEALTH_ADDR", "Serve /healthz and /readyz on ADDR").default_value("0.0.0.0:8081").value_parser(value_parser!(SocketAddr)))
+        .arg(flag("controllers", "SEXTON_CONTROLLERS", "Which controllers to run, comma-separated: sidecar-terminator, ephemeraljob").default_value("sidecar-terminator,ephemeraljob"))
         .arg(flag("concurrency", "SEXTON_CONCURRENCY", "Pods reconciled at once").default_value("8").value_parser(value_parser!(u16).range(1..)))
         .arg(flag("log-format", "SEXTON_LOG_FORMAT", "text or json").default_value("text"))
         .arg(flag("log-level", "SEXTON_LOG_LEVEL", "error, warn, info, debug or trace").default_value("info"))
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    SidecarTerminator,
+    EphemeralJob,
+}
+
 struct Opts {
+    controllers: Vec<Which>,
     kubeconfig: Option<PathBuf>,
     namespace: Option<String>,
     quick_exit_image: Option<String>,
@@ -109,7 +123,29 @@ fn opts(m: &ArgMatches) -> Result<Opts, String> {
             .unwrap_or_else(|_| "sexton".into());
         format!("{host}-{}", std::process::id())
     });
+    let raw = m.get_one::<String>("controllers").expect("default");
+    let mut controllers = vec![];
+    for c in raw.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let w = match c {
+            "sidecar-terminator" => Which::SidecarTerminator,
+            "ephemeraljob" => Which::EphemeralJob,
+            _ => {
+                return Err(format!(
+                    "invalid --controllers={raw:?}: unknown controller {c:?} (use sidecar-terminator, ephemeraljob)"
+                ));
+            }
+        };
+        if !controllers.contains(&w) {
+            controllers.push(w);
+        }
+    }
+    if controllers.is_empty() {
+        return Err(format!(
+            "invalid --controllers={raw:?}: name at least one controller"
+        ));
+    }
     Ok(Opts {
+        controllers,
         kubeconfig: m.get_one::<PathBuf>("kubeconfig").cloned(),
         namespace: non_empty(m, "namespace"),
         quick_exit_image: non_empty(m, "quick-exit-image"),
@@ -332,81 +368,127 @@ async fn run_controller(
     health: Arc<Health>,
     shutdown: watch::Receiver<bool>,
 ) -> i32 {
-    let api: Api<Pod> = match &o.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
     let reporter = Reporter {
         controller: "sexton-controller".into(),
         instance: Some(o.identity.clone()),
     };
-    let ctx = Arc::new(terminator::Ctx::new(
-        client.clone(),
-        Recorder::new(client, reporter),
-        o.quick_exit_image.clone(),
-        metrics.clone(),
-    ));
-    if o.quick_exit_image.is_none() {
-        warn!(
-            "no --quick-exit-image: only sidecars that name their own image in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE can be ended"
-        );
-    }
-    let (reader, writer) = reflector::store();
-    // Only Running pods can need action (not Pending; Succeeded and Failed are over), so the
-    // cache holds only those. managedFields are dropped: they are most of a pod's bytes.
-    let config = watcher::Config::default().fields("status.phase=Running");
-    let seen = ctx.clone();
-    let watch_errors = metrics.clone();
+    let recorder = Recorder::new(client.clone(), reporter);
     let scope = if o.namespace.is_some() {
         "in its namespace"
     } else {
         "cluster-wide"
     };
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|p: &mut Pod| p.metadata.managed_fields = None)
-        .reflect(writer)
-        .inspect(move |ev| {
-            use watcher::Event;
-            match ev {
-                Ok(Event::Apply(p) | Event::InitApply(p)) => {
-                    seen.seen
-                        .lock()
-                        .expect("poisoned")
-                        .entry(ObjectRef::from_obj(p))
-                        .or_insert_with(std::time::Instant::now);
-                }
-                Ok(Event::Delete(p)) => {
-                    seen.seen.lock().expect("poisoned").remove(&ObjectRef::from_obj(p));
-                }
-                // (Not Store::wait_until_ready: its single-waker future is also awaited by
-                // the controller, and only the last waiter is woken.)
-                Ok(Event::InitDone) => {
-                    if !health.ready.swap(true, Ordering::Relaxed) {
-                        info!("pod cache filled; reconciling");
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    watch_errors
-                        .errors
-                        .get_or_create(&http::labels(&[("controller", "sidecar-terminator"), ("kind", "watch")]))
-                        .inc();
-                    error!("watching pods failed: {e} (RBAC: the controller needs pods list and watch {scope})");
-                }
-            }
-        })
-        .touched_objects();
-    Controller::for_stream(stream, reader)
-        .with_config(controller::Config::default().concurrency(o.concurrency))
-        .graceful_shutdown_on(stopped(shutdown))
-        .run(terminator::reconcile, terminator::error_policy, ctx)
-        .for_each(|res| async move {
-            if let Err(controller::Error::QueueError(e)) = res {
-                warn!("controller queue: {e}");
-            }
-        })
-        .await;
+    let api = |c: &Client| -> Api<Pod> {
+        match &o.namespace {
+            Some(ns) => Api::namespaced(c.clone(), ns),
+            None => Api::all(c.clone()),
+        }
+    };
+    health.pending.store(o.controllers.len(), Ordering::Relaxed);
+
+    let terminator = o.controllers.contains(&Which::SidecarTerminator).then(|| {
+        let ctx = Arc::new(terminator::Ctx::new(
+            client.clone(),
+            recorder.clone(),
+            o.quick_exit_image.clone(),
+            metrics.clone(),
+        ));
+        if o.quick_exit_image.is_none() {
+            warn!("no --quick-exit-image: only sidecars that name their own image in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE can be ended");
+        }
+        let (reader, writer) = reflector::store();
+        let filled = Arc::new(AtomicBool::new(false));
+        // Only Running pods can need action (not Pending; Succeeded and Failed are over),
+        // so the cache holds only those.
+        let stream = runtime::trigger(
+            filled.clone(),
+            api(&client),
+            watcher::Config::default().fields("status.phase=Running"),
+            writer,
+            ctx.clock.clone(),
+            health.clone(),
+            metrics.clone(),
+            terminator::CONTROLLER,
+            format!("the controller needs pods list and watch {scope}"),
+        );
+        let run = Controller::for_stream(stream, reader)
+            .with_config(controller::Config::default().concurrency(o.concurrency))
+            .graceful_shutdown_on(stopped(shutdown.clone()))
+            .run(terminator::reconcile, terminator::error_policy, ctx)
+            .for_each(log_queue_error);
+        runtime::until_stopped(terminator::CONTROLLER, run, filled, stopped(shutdown.clone()), GRACE)
+    });
+
+    let ejobs = o.controllers.contains(&Which::EphemeralJob).then(|| {
+        let ctx = Arc::new(ejob_controller::Ctx::new(
+            client.clone(),
+            recorder.clone(),
+            metrics.clone(),
+        ));
+        let jobs: Api<ejob::EphemeralJob> = match &o.namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let (reader, writer) = reflector::store();
+        let filled = Arc::new(AtomicBool::new(false));
+        let stream = runtime::trigger(
+            filled.clone(),
+            jobs,
+            watcher::Config::default(),
+            writer,
+            ctx.clock.clone(),
+            health.clone(),
+            metrics.clone(),
+            ejob_controller::CONTROLLER,
+            format!("the controller needs ephemeraljobs.sexton.dev list and watch {scope}; is the CRD installed (deploy/crd-ephemeraljob.yaml)?"),
+        );
+        // Pod changes wake the jobs of the pod's namespace that select it or run in it.
+        let meta: Api<kube::core::PartialObjectMeta<Pod>> = match &o.namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let pods = watcher::watcher(meta, watcher::Config::default())
+            .default_backoff()
+            .touched_objects();
+        let store = reader.clone();
+        let mapper = move |pod: kube::core::PartialObjectMeta<Pod>| {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            store
+                .state()
+                .into_iter()
+                .filter(|j| {
+                    j.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && (ejob::selector_matches(&j.spec.selector, &labels)
+                            || j.status.as_ref().is_some_and(|s| s.running + s.waiting > 0))
+                })
+                .map(|j| ObjectRef::from_obj(&*j))
+                .collect::<Vec<_>>()
+        };
+        let run = Controller::for_stream(stream, reader)
+            .watches_stream(pods, mapper)
+            .with_config(controller::Config::default().concurrency(o.concurrency))
+            .graceful_shutdown_on(stopped(shutdown.clone()))
+            .run(ejob_controller::reconcile, ejob_controller::error_policy, ctx)
+            .for_each(log_queue_error);
+        runtime::until_stopped(ejob_controller::CONTROLLER, run, filled, stopped(shutdown.clone()), GRACE)
+    });
+
+    tokio::join!(maybe(terminator), maybe(ejobs));
     info!("controller stopped");
     0
+}
+
+async fn maybe(f: Option<impl std::future::Future<Output = ()>>) {
+    if let Some(f) = f {
+        f.await
+    }
+}
+
+async fn log_queue_error<T, E: std::fmt::Display, Q: std::fmt::Display>(
+    res: Result<T, controller::Error<E, Q>>,
+) {
+    if let Err(controller::Error::QueueError(e)) = res {
+        warn!("controller queue: {e}");
+    }
 }

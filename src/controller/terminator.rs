@@ -1,24 +1,23 @@
 //! The SidecarTerminator reconciler: runs `decide` on a pod and carries the decision out
 //! (one precondition-guarded patch, events, metrics, structured logs).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::decide::{Decision, Refusal, Swap, decide, swap_patch};
 use super::http::{Metrics, labels};
+use super::runtime::{Clock, Once};
 
 pub const FIELD_MANAGER: &str = "sexton-controller";
-const CONTROLLER: &str = "sidecar-terminator";
+pub const CONTROLLER: &str = "sidecar-terminator";
 const MAX_ATTEMPTS: usize = 5;
 
 #[derive(Debug)]
@@ -36,10 +35,9 @@ pub struct Ctx {
     pub recorder: Recorder,
     pub default_image: Option<String>,
     pub metrics: Arc<Metrics>,
-    /// When each object's oldest unprocessed watch event arrived (for the queue latency).
-    pub seen: Mutex<HashMap<ObjectRef<Pod>, Instant>>,
-    /// Problems already reported as events: (pod uid, container, reason) → when.
-    reported: Mutex<HashMap<(String, String, &'static str), Instant>>,
+    pub clock: Arc<Clock<Pod>>,
+    /// Problems already reported as events, by pod uid, container and reason.
+    reported: Once,
     /// Test hook, for the conflict test only: before its first patch attempt, each
     /// reconciliation reads one line from this FIFO, so a test can change the pod in between
     /// and make the API server answer a real 409 Conflict. Unset in production.
@@ -58,8 +56,8 @@ impl Ctx {
             recorder,
             default_image,
             metrics,
-            seen: Mutex::default(),
-            reported: Mutex::default(),
+            clock: Arc::default(),
+            reported: Once::default(),
             hold_patch: std::env::var_os("SEXTON_TEST_HOLD_BEFORE_PATCH").map(PathBuf::from),
         }
     }
@@ -91,16 +89,14 @@ impl Ctx {
     /// Report a problem once per pod, container and reason (the reconciler sees the same pod
     /// many times; the Recorder would fold repeats into a series, but we skip the API call).
     async fn report(&self, pod: &Pod, p: &Refusal) {
-        let k = (pod.uid().unwrap_or_default(), p.container.clone(), p.reason);
-        {
-            let mut seen = self.reported.lock().expect("poisoned");
-            if seen.contains_key(&k) {
-                return;
-            }
-            if seen.len() > 4096 {
-                seen.retain(|_, t| t.elapsed() < Duration::from_secs(3600));
-            }
-            seen.insert(k, Instant::now());
+        let k = format!(
+            "{}/{}/{}",
+            pod.uid().unwrap_or_default(),
+            p.container,
+            p.reason
+        );
+        if !self.reported.first(k) {
+            return;
         }
         warn!(pod = %key(pod), container = %p.container, reason = p.reason, "{}", p.message);
         self.count("refuse", p.reason);
@@ -120,19 +116,8 @@ fn key(pod: &Pod) -> String {
 }
 
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    ctx.clock.started(&pod, &ctx.metrics, CONTROLLER);
     let l = labels(&[("controller", CONTROLLER)]);
-    if let Some(t) = ctx
-        .seen
-        .lock()
-        .expect("poisoned")
-        .remove(&ObjectRef::from_obj(&*pod))
-    {
-        ctx.metrics
-            .queue_latency
-            .get_or_create(&l)
-            .observe(t.elapsed().as_secs_f64());
-    }
-    ctx.metrics.reconciles.get_or_create(&l).inc();
     let started = Instant::now();
     let result = reconcile_pod(&pod, &ctx).await;
     ctx.metrics
