@@ -372,6 +372,25 @@ async fn example_manifests_apply_to_the_api_server() {
     let _s = serial();
     let client = admin_client().await;
     let ns = fresh_namespace(&client, "examples").await;
+    // examples/ephemeraljob.yaml needs its CRD
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-ephemeraljob.yaml");
+    let out = kubectl(&["apply", "--server-side", "-f", crd]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/ephemeraljobs.sexton.dev",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for f in fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples"))
         .unwrap()
         .flatten()

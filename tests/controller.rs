@@ -1075,8 +1075,15 @@ fn ejob_json(name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({"apiVersion": "sexton.dev/v1alpha1", "kind": "EphemeralJob", "metadata": {"name": name}, "spec": s})).unwrap()
 }
 
-async fn create_ejob(client: &Client, ns: &str, name: &str, spec: Value) -> Result<DynamicObject, kube::Error> {
-    ejob_api(client, ns).create(&PostParams::default(), &ejob_json(name, spec)).await
+async fn create_ejob(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    spec: Value,
+) -> Result<DynamicObject, kube::Error> {
+    ejob_api(client, ns)
+        .create(&PostParams::default(), &ejob_json(name, spec))
+        .await
 }
 
 /// `n` running pods labelled app=web, created in order web-0, web-1, ...
@@ -1084,7 +1091,15 @@ async fn web_pods(client: &Client, ns: &str, n: usize) -> Vec<String> {
     let mut names = vec![];
     for i in 0..n {
         let name = format!("web-{i}");
-        create_pod(client, ns, &name, "Always", vec![container("app", &[], json!({}))], json!({"labels": {"app": "web"}})).await;
+        create_pod(
+            client,
+            ns,
+            &name,
+            "Always",
+            vec![container("app", &[], json!({}))],
+            json!({"labels": {"app": "web"}}),
+        )
+        .await;
         set_status(client, ns, &name, "Running", &[("app", "running")]).await;
         names.push(name);
     }
@@ -1100,7 +1115,14 @@ async fn injected(client: &Client, ns: &str) -> BTreeMap<String, usize> {
         .items
         .into_iter()
         .map(|p| {
-            let n = p.spec.unwrap().ephemeral_containers.unwrap_or_default().iter().filter(|c| c.name == "probe").count();
+            let n = p
+                .spec
+                .unwrap()
+                .ephemeral_containers
+                .unwrap_or_default()
+                .iter()
+                .filter(|c| c.name == "probe")
+                .count();
             (p.metadata.name.unwrap(), n)
         })
         .collect()
@@ -1110,7 +1132,11 @@ async fn injected(client: &Client, ns: &str) -> BTreeMap<String, usize> {
 async fn set_probe(client: &Client, ns: &str, pod: &str, s: &str) {
     let st = json!([{"name": "probe", "image": "busybox:1.36", "imageID": "", "ready": false, "restartCount": 0, "state": state(s)}]);
     Api::<K8sPod>::namespaced(client.clone(), ns)
-        .patch_status(pod, &PatchParams::default(), &Patch::Merge(json!({"status": {"ephemeralContainerStatuses": st}})))
+        .patch_status(
+            pod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ephemeralContainerStatuses": st}})),
+        )
         .await
         .unwrap();
 }
@@ -1119,14 +1145,23 @@ async fn ejob_status(client: &Client, ns: &str, name: &str) -> Value {
     ejob_api(client, ns).get(name).await.unwrap().data["status"].clone()
 }
 
-async fn wait_ejob(client: &Client, ns: &str, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+async fn wait_ejob(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
     let end = Instant::now() + LONG;
     loop {
         let s = ejob_status(client, ns, name).await;
         if pred(&s) {
             return s;
         }
-        assert!(Instant::now() < end, "{ns}/{name}: never {what}; status {s}");
+        assert!(
+            Instant::now() < end,
+            "{ns}/{name}: never {what}; status {s}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -1136,10 +1171,18 @@ fn phase(s: &Value) -> &str {
 }
 
 fn ejob_controller(scratch: &Pod, name: &str, ns: &str) -> Ctl {
-    Ctl::start(scratch, name, controller_kubeconfig(), &["--namespace", ns, "--controllers", "ephemeraljob"], &[])
+    Ctl::start(
+        scratch,
+        name,
+        controller_kubeconfig(),
+        &["--namespace", ns, "--controllers", "ephemeraljob"],
+        &[],
+    )
 }
 
-async fn ejob_scenario(test: &str) -> (std::sync::RwLockReadGuard<'static, ()>, Client, String, Pod) {
+async fn ejob_scenario(
+    test: &str,
+) -> (std::sync::RwLockReadGuard<'static, ()>, Client, String, Pod) {
     let scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
     let client = admin_client().await;
     let ns = namespace(&client, test).await;
@@ -1153,7 +1196,9 @@ async fn ejob_runs_a_batch_with_parallelism_respected_over_time() {
     let (_scope, client, ns, scratch) = ejob_scenario("ejob-batch").await;
     let pods = web_pods(&client, &ns, 5).await;
     let ctl = ejob_controller(&scratch, "controller", &ns);
-    let job = create_ejob(&client, &ns, "check", json!({"parallelism": 2})).await.unwrap();
+    let job = create_ejob(&client, &ns, "check", json!({"parallelism": 2}))
+        .await
+        .unwrap();
     let uid = job.metadata.uid.clone().unwrap();
 
     let mut order: Vec<String> = vec![];
@@ -1161,17 +1206,27 @@ async fn ejob_runs_a_batch_with_parallelism_respected_over_time() {
     let mut max_active = 0;
     let end = Instant::now() + LONG;
     while finished.len() < pods.len() {
-        assert!(Instant::now() < end, "batch did not progress: injected {order:?}, finished {finished:?}\n{}", ctl.c.logs());
+        assert!(
+            Instant::now() < end,
+            "batch did not progress: injected {order:?}, finished {finished:?}\n{}",
+            ctl.c.logs()
+        );
         let inj = injected(&client, &ns).await;
         for (pod, n) in &inj {
-            assert!(*n <= 1, "{pod}: {n} containers named probe (duplicate injection)");
+            assert!(
+                *n <= 1,
+                "{pod}: {n} containers named probe (duplicate injection)"
+            );
             if *n == 1 && !order.contains(pod) {
                 order.push(pod.clone());
             }
         }
         let active: Vec<&String> = order.iter().filter(|p| !finished.contains(p)).collect();
         max_active = max_active.max(active.len());
-        assert!(active.len() <= 2, "parallelism 2 exceeded: {active:?} unfinished at once");
+        assert!(
+            active.len() <= 2,
+            "parallelism 2 exceeded: {active:?} unfinished at once"
+        );
         // The kubelet runs the oldest unfinished one: running, then exit 0.
         if let Some(p) = active.first().map(|p| p.to_string()) {
             set_probe(&client, &ns, &p, "running").await;
@@ -1180,31 +1235,63 @@ async fn ejob_runs_a_batch_with_parallelism_respected_over_time() {
             // Let the controller see it (its status counts it) before looking again, so
             // that what it injects in response is what the next look checks.
             let k = finished.len() as i64;
-            wait_ejob(&client, &ns, "check", "counting the finished target", |s| s["succeeded"].as_i64() == Some(k)).await;
+            wait_ejob(&client, &ns, "check", "counting the finished target", |s| {
+                s["succeeded"].as_i64() == Some(k)
+            })
+            .await;
         } else {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
     assert_eq!(order, pods, "targets are taken in creation order");
     assert_eq!(max_active, 2, "parallelism was used");
-    let s = wait_ejob(&client, &ns, "check", "Succeeded", |s| phase(s) == "Succeeded").await;
-    assert_eq!((s["match"].as_i64(), s["succeeded"].as_i64(), s["failed"].as_i64()), (Some(5), Some(5), Some(0)));
+    let s = wait_ejob(&client, &ns, "check", "Succeeded", |s| {
+        phase(s) == "Succeeded"
+    })
+    .await;
+    assert_eq!(
+        (
+            s["match"].as_i64(),
+            s["succeeded"].as_i64(),
+            s["failed"].as_i64()
+        ),
+        (Some(5), Some(5), Some(0))
+    );
     assert!(s["completionTime"].is_string() && s["startTime"].is_string());
-    assert_eq!(s["conditions"].as_array().unwrap().last().unwrap()["type"], "Complete");
+    assert_eq!(
+        s["conditions"].as_array().unwrap().last().unwrap()["type"],
+        "Complete"
+    );
     // Our containers carry the job's UID.
     let p = get_pod(&client, &ns, "web-0").await;
     let c = &p.spec.unwrap().ephemeral_containers.unwrap()[0];
-    assert!(c.env.as_ref().unwrap().iter().any(|e| e.name == "SEXTON_EPHEMERALJOB_UID" && e.value.as_deref() == Some(uid.as_str())));
+    assert!(
+        c.env.as_ref().unwrap().iter().any(
+            |e| e.name == "SEXTON_EPHEMERALJOB_UID" && e.value.as_deref() == Some(uid.as_str())
+        )
+    );
     // `kubectl get ejob` looks like the proposal's output.
     let out = kubectl(&["get", "ejob", "-n", &ns]);
     let text = String::from_utf8_lossy(&out.stdout);
     let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "STATUS", "MATCH", "SUCCEED", "FAILED", "RUNNING", "WAITING", "AGE"]);
+    assert_eq!(
+        header,
+        [
+            "NAME", "STATUS", "MATCH", "SUCCEED", "FAILED", "RUNNING", "WAITING", "AGE"
+        ]
+    );
     let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
-    assert_eq!(row[..7], ["check", "Succeeded", "5", "5", "0", "0", "0"], "{text}");
+    assert_eq!(
+        row[..7],
+        ["check", "Succeeded", "5", "5", "0", "0", "0"],
+        "{text}"
+    );
     eprintln!("{text}");
     let m = ctl.metrics();
-    assert_eq!(m[r#"sexton_controller_actions_total{controller="ephemeraljob",action="inject",reason="Scheduled"}"#], 5.0);
+    assert_eq!(
+        m[r#"sexton_controller_actions_total{controller="ephemeraljob",action="inject",reason="Scheduled"}"#],
+        5.0
+    );
 }
 
 /// User story 2: one pod, a long-running debug container.
@@ -1220,7 +1307,10 @@ async fn ejob_long_running_debug_container_in_one_pod() {
     let s = wait_ejob(&client, &ns, "debug", "running", |s| s["running"] == 1).await;
     assert_eq!((phase(&s), s["waiting"].as_i64()), ("Running", Some(0)));
     set_probe(&client, &ns, "web-0", "0").await;
-    wait_ejob(&client, &ns, "debug", "Succeeded", |s| phase(s) == "Succeeded").await;
+    wait_ejob(&client, &ns, "debug", "Succeeded", |s| {
+        phase(s) == "Succeeded"
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -1228,16 +1318,40 @@ async fn ejob_replicas_limit_and_mixed_results_finish_failed() {
     let (_scope, client, ns, scratch) = ejob_scenario("ejob-mixed").await;
     web_pods(&client, &ns, 3).await;
     let _ctl = ejob_controller(&scratch, "controller", &ns);
-    create_ejob(&client, &ns, "two", json!({"replicas": 2, "parallelism": 5})).await.unwrap();
+    create_ejob(
+        &client,
+        &ns,
+        "two",
+        json!({"replicas": 2, "parallelism": 5}),
+    )
+    .await
+    .unwrap();
     wait_ejob(&client, &ns, "two", "two waiting", |s| s["waiting"] == 2).await;
     let inj = injected(&client, &ns).await;
-    assert_eq!(inj, BTreeMap::from([("web-0".into(), 1), ("web-1".into(), 1), ("web-2".into(), 0)]));
+    assert_eq!(
+        inj,
+        BTreeMap::from([
+            ("web-0".into(), 1),
+            ("web-1".into(), 1),
+            ("web-2".into(), 0)
+        ])
+    );
     set_probe(&client, &ns, "web-0", "0").await;
     set_probe(&client, &ns, "web-1", "1").await;
     let s = wait_ejob(&client, &ns, "two", "Failed", |s| phase(s) == "Failed").await;
-    assert_eq!((s["match"].as_i64(), s["succeeded"].as_i64(), s["failed"].as_i64()), (Some(2), Some(1), Some(1)));
+    assert_eq!(
+        (
+            s["match"].as_i64(),
+            s["succeeded"].as_i64(),
+            s["failed"].as_i64()
+        ),
+        (Some(2), Some(1), Some(1))
+    );
     let c = s["conditions"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!((c["type"].as_str(), c["reason"].as_str()), (Some("Failed"), Some("ContainersFailed")));
+    assert_eq!(
+        (c["type"].as_str(), c["reason"].as_str()),
+        (Some("Failed"), Some("ContainersFailed"))
+    );
     assert_eq!(injected(&client, &ns).await["web-2"], 0, "replicas limit");
     // More replicas than pods still finishes.
     create_ejob(&client, &ns, "many", json!({"replicas": 10, "parallelism": 10, "template": {"ephemeralContainers": [probe(json!({"name": "probe2"}))]}})).await.unwrap();
@@ -1245,9 +1359,19 @@ async fn ejob_replicas_limit_and_mixed_results_finish_failed() {
     for p in ["web-0", "web-1", "web-2"] {
         let st = json!([{"name": "probe", "image": "b", "imageID": "", "ready": false, "restartCount": 0, "state": state("0")},
                         {"name": "probe2", "image": "b", "imageID": "", "ready": false, "restartCount": 0, "state": state("0")}]);
-        Api::<K8sPod>::namespaced(client.clone(), &ns).patch_status(p, &PatchParams::default(), &Patch::Merge(json!({"status": {"ephemeralContainerStatuses": st}}))).await.unwrap();
+        Api::<K8sPod>::namespaced(client.clone(), &ns)
+            .patch_status(
+                p,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"ephemeralContainerStatuses": st}})),
+            )
+            .await
+            .unwrap();
     }
-    let s = wait_ejob(&client, &ns, "many", "Succeeded", |s| phase(s) == "Succeeded").await;
+    let s = wait_ejob(&client, &ns, "many", "Succeeded", |s| {
+        phase(s) == "Succeeded"
+    })
+    .await;
     assert_eq!(s["match"].as_i64(), Some(3));
 }
 
@@ -1257,19 +1381,36 @@ async fn ejob_skips_pods_with_a_foreign_container_of_the_same_name() {
     web_pods(&client, &ns, 2).await;
     // Someone else's debug container named `probe` in web-0 (kubectl debug, say).
     Api::<K8sPod>::namespaced(client.clone(), &ns)
-        .patch_ephemeral_containers("web-0", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"ephemeralContainers": [probe(json!({}))]}})))
+        .patch_ephemeral_containers(
+            "web-0",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"ephemeralContainers": [probe(json!({}))]}})),
+        )
         .await
         .unwrap();
     let _ctl = ejob_controller(&scratch, "controller", &ns);
-    create_ejob(&client, &ns, "check", json!({"parallelism": 2})).await.unwrap();
+    create_ejob(&client, &ns, "check", json!({"parallelism": 2}))
+        .await
+        .unwrap();
     wait_ejob(&client, &ns, "check", "injected", |s| s["waiting"] == 1).await;
     let e = wait_event(&client, &ns, "check", "NameConflict").await;
     assert!(e.note.unwrap().contains("web-0"));
     set_probe(&client, &ns, "web-1", "0").await;
-    let s = wait_ejob(&client, &ns, "check", "Succeeded", |s| phase(s) == "Succeeded").await;
-    assert_eq!(s["match"].as_i64(), Some(1), "the conflicting pod is not a target");
+    let s = wait_ejob(&client, &ns, "check", "Succeeded", |s| {
+        phase(s) == "Succeeded"
+    })
+    .await;
+    assert_eq!(
+        s["match"].as_i64(),
+        Some(1),
+        "the conflicting pod is not a target"
+    );
     let p = get_pod(&client, &ns, "web-0").await;
-    assert_eq!(p.spec.unwrap().ephemeral_containers.unwrap().len(), 1, "web-0 untouched");
+    assert_eq!(
+        p.spec.unwrap().ephemeral_containers.unwrap().len(),
+        1,
+        "web-0 untouched"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -1277,12 +1418,27 @@ async fn ejob_paused_then_resumed() {
     let (_scope, client, ns, scratch) = ejob_scenario("ejob-paused").await;
     web_pods(&client, &ns, 1).await;
     let ctl = ejob_controller(&scratch, "controller", &ns);
-    create_ejob(&client, &ns, "check", json!({"paused": true})).await.unwrap();
+    create_ejob(&client, &ns, "check", json!({"paused": true}))
+        .await
+        .unwrap();
     let s = wait_ejob(&client, &ns, "check", "Paused", |s| phase(s) == "Paused").await;
     assert_eq!(s["waiting"].as_i64(), Some(0));
-    ctl.wait_line(|l| l["fields"]["job"] == format!("{ns}/check").as_str() && l["fields"]["phase"] == "Paused");
-    assert_eq!(injected(&client, &ns).await["web-0"], 0, "injected while paused");
-    ejob_api(&client, &ns).patch("check", &PatchParams::default(), &Patch::Merge(json!({"spec": {"paused": false}}))).await.unwrap();
+    ctl.wait_line(|l| {
+        l["fields"]["job"] == format!("{ns}/check").as_str() && l["fields"]["phase"] == "Paused"
+    });
+    assert_eq!(
+        injected(&client, &ns).await["web-0"],
+        0,
+        "injected while paused"
+    );
+    ejob_api(&client, &ns)
+        .patch(
+            "check",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
     wait_ejob(&client, &ns, "check", "resumed", |s| s["waiting"] == 1).await;
     assert_eq!(injected(&client, &ns).await["web-0"], 1);
 }
@@ -1292,11 +1448,16 @@ async fn ejob_deadline_fails_the_job() {
     let (_scope, client, ns, scratch) = ejob_scenario("ejob-deadline").await;
     web_pods(&client, &ns, 1).await;
     let _ctl = ejob_controller(&scratch, "controller", &ns);
-    create_ejob(&client, &ns, "slow", json!({"activeDeadlineSeconds": 2})).await.unwrap();
+    create_ejob(&client, &ns, "slow", json!({"activeDeadlineSeconds": 2}))
+        .await
+        .unwrap();
     wait_ejob(&client, &ns, "slow", "injected", |s| s["waiting"] == 1).await;
     set_probe(&client, &ns, "web-0", "running").await;
     let s = wait_ejob(&client, &ns, "slow", "Failed", |s| phase(s) == "Failed").await;
-    assert_eq!(s["conditions"].as_array().unwrap().last().unwrap()["reason"], "DeadlineExceeded");
+    assert_eq!(
+        s["conditions"].as_array().unwrap().last().unwrap()["reason"],
+        "DeadlineExceeded"
+    );
     wait_event(&client, &ns, "slow", "DeadlineExceeded").await;
 }
 
@@ -1305,16 +1466,40 @@ async fn ejob_ttls_delete_the_job() {
     let (_scope, client, ns, scratch) = ejob_scenario("ejob-ttl").await;
     web_pods(&client, &ns, 1).await;
     let _ctl = ejob_controller(&scratch, "controller", &ns);
-    create_ejob(&client, &ns, "finished", json!({"ttlSecondsAfterFinished": 1})).await.unwrap();
+    create_ejob(
+        &client,
+        &ns,
+        "finished",
+        json!({"ttlSecondsAfterFinished": 1}),
+    )
+    .await
+    .unwrap();
     // A job that never finishes (it selects nothing) but lives 2 s at most.
-    create_ejob(&client, &ns, "created", json!({"ttlSecondsAfterCreated": 2, "selector": {"matchLabels": {"app": "none"}}})).await.unwrap();
+    create_ejob(
+        &client,
+        &ns,
+        "created",
+        json!({"ttlSecondsAfterCreated": 2, "selector": {"matchLabels": {"app": "none"}}}),
+    )
+    .await
+    .unwrap();
     wait_ejob(&client, &ns, "finished", "injected", |s| s["waiting"] == 1).await;
     set_probe(&client, &ns, "web-0", "0").await;
     let api = ejob_api(&client, &ns);
     let end = Instant::now() + LONG;
     let mut gone = BTreeMap::new();
     while gone.len() < 2 {
-        assert!(Instant::now() < end, "not deleted: {:?}", api.list(&ListParams::default()).await.unwrap().items.iter().map(|j| j.metadata.name.clone()).collect::<Vec<_>>());
+        assert!(
+            Instant::now() < end,
+            "not deleted: {:?}",
+            api.list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .map(|j| j.metadata.name.clone())
+                .collect::<Vec<_>>()
+        );
         for n in ["finished", "created"] {
             if !gone.contains_key(n) && api.get_opt(n).await.unwrap().is_none() {
                 gone.insert(n, Instant::now());
@@ -1333,15 +1518,32 @@ async fn ejob_controller_restart_mid_job_injects_nothing_twice() {
     wait_ejob(&client, &ns, "check", "injected", |s| s["waiting"] == 1).await;
     drop(first);
     let second = ejob_controller(&scratch, "second", &ns);
-    second.wait_line(|l| l["fields"]["job"] == format!("{ns}/check").as_str() && l["fields"]["decision"] == "plan");
+    second.wait_line(|l| {
+        l["fields"]["job"] == format!("{ns}/check").as_str() && l["fields"]["decision"] == "plan"
+    });
     let l = second.find(|l| l["fields"]["decision"] == "plan").unwrap();
-    assert_eq!(l["fields"]["injected"], 0, "the restarted controller injected again");
-    assert_eq!(injected(&client, &ns).await, BTreeMap::from([("web-0".into(), 1), ("web-1".into(), 0)]));
+    assert_eq!(
+        l["fields"]["injected"], 0,
+        "the restarted controller injected again"
+    );
+    assert_eq!(
+        injected(&client, &ns).await,
+        BTreeMap::from([("web-0".into(), 1), ("web-1".into(), 0)])
+    );
     set_probe(&client, &ns, "web-0", "0").await;
-    wait_ejob(&client, &ns, "check", "second target", |s| s["waiting"] == 1 && s["succeeded"] == 1).await;
+    wait_ejob(&client, &ns, "check", "second target", |s| {
+        s["waiting"] == 1 && s["succeeded"] == 1
+    })
+    .await;
     set_probe(&client, &ns, "web-1", "0").await;
-    wait_ejob(&client, &ns, "check", "Succeeded", |s| phase(s) == "Succeeded").await;
-    assert_eq!(injected(&client, &ns).await, BTreeMap::from([("web-0".into(), 1), ("web-1".into(), 1)]));
+    wait_ejob(&client, &ns, "check", "Succeeded", |s| {
+        phase(s) == "Succeeded"
+    })
+    .await;
+    assert_eq!(
+        injected(&client, &ns).await,
+        BTreeMap::from([("web-0".into(), 1), ("web-1".into(), 1)])
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -1357,20 +1559,59 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
         (without("name"), "name: Required"),
         (without("image"), "image: Required"),
         (without("imagePullPolicy"), "imagePullPolicy: Required"),
-        (without("terminationMessagePolicy"), "terminationMessagePolicy: Required"),
-        (without("targetContainerName"), "targetContainerName: Required"),
+        (
+            without("terminationMessagePolicy"),
+            "terminationMessagePolicy: Required",
+        ),
+        (
+            without("targetContainerName"),
+            "targetContainerName: Required",
+        ),
         (with(json!({"name": "Not_A_Label"})), "should match"),
-        (json!({"template": {"ephemeralContainers": [probe(json!({})), probe(json!({}))]}}), "names must be unique"),
-        (json!({"template": {"ephemeralContainers": []}}), "should have at least 1 items"),
-        (with(json!({"ports": [{"containerPort": 80}]})), "may not have ports"),
-        (with(json!({"resources": {"limits": {"cpu": "1"}}})), "may not have resources"),
-        (with(json!({"livenessProbe": {"exec": {"command": ["true"]}}})), "may not have probes"),
-        (with(json!({"readinessProbe": {"exec": {"command": ["true"]}}})), "may not have probes"),
-        (with(json!({"startupProbe": {"exec": {"command": ["true"]}}})), "may not have probes"),
-        (with(json!({"lifecycle": {"preStop": {"exec": {"command": ["true"]}}}})), "may not have lifecycle hooks"),
-        (with(json!({"volumeMounts": [{"name": "v", "mountPath": "/v", "subPath": "x"}]})), "may not use subPath"),
-        (json!({"replicas": 0}), "should be greater than or equal to 1"),
-        (json!({"parallelism": 0}), "should be greater than or equal to 1"),
+        (
+            json!({"template": {"ephemeralContainers": [probe(json!({})), probe(json!({}))]}}),
+            "names must be unique",
+        ),
+        (
+            json!({"template": {"ephemeralContainers": []}}),
+            "should have at least 1 items",
+        ),
+        (
+            with(json!({"ports": [{"containerPort": 80}]})),
+            "may not have ports",
+        ),
+        (
+            with(json!({"resources": {"limits": {"cpu": "1"}}})),
+            "may not have resources",
+        ),
+        (
+            with(json!({"livenessProbe": {"exec": {"command": ["true"]}}})),
+            "may not have probes",
+        ),
+        (
+            with(json!({"readinessProbe": {"exec": {"command": ["true"]}}})),
+            "may not have probes",
+        ),
+        (
+            with(json!({"startupProbe": {"exec": {"command": ["true"]}}})),
+            "may not have probes",
+        ),
+        (
+            with(json!({"lifecycle": {"preStop": {"exec": {"command": ["true"]}}}})),
+            "may not have lifecycle hooks",
+        ),
+        (
+            with(json!({"volumeMounts": [{"name": "v", "mountPath": "/v", "subPath": "x"}]})),
+            "may not use subPath",
+        ),
+        (
+            json!({"replicas": 0}),
+            "should be greater than or equal to 1",
+        ),
+        (
+            json!({"parallelism": 0}),
+            "should be greater than or equal to 1",
+        ),
         (json!({"selector": null}), "selector: Required"),
     ];
     for (i, (spec, needle)) in cases.iter().enumerate() {
@@ -1379,27 +1620,73 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
             obj["spec"].as_object_mut().unwrap().remove("selector");
         }
         let obj: DynamicObject = serde_json::from_value(obj).unwrap();
-        match ejob_api(&client, &ns).create(&PostParams::default(), &obj).await {
+        match ejob_api(&client, &ns)
+            .create(&PostParams::default(), &obj)
+            .await
+        {
             Err(kube::Error::Api(s)) => {
                 assert_eq!(s.code, 422, "{needle}: {s:?}");
-                assert!(s.message.contains(needle), "expected {needle:?} in: {}", s.message);
+                assert!(
+                    s.message.contains(needle),
+                    "expected {needle:?} in: {}",
+                    s.message
+                );
             }
             other => panic!("{needle}: accepted: {other:?}"),
         }
     }
     // After creation only replicas, parallelism and paused may change.
-    create_ejob(&client, &ns, "ok", json!({"activeDeadlineSeconds": 60, "ttlSecondsAfterFinished": 5})).await.unwrap();
+    create_ejob(
+        &client,
+        &ns,
+        "ok",
+        json!({"activeDeadlineSeconds": 60, "ttlSecondsAfterFinished": 5}),
+    )
+    .await
+    .unwrap();
     let api = ejob_api(&client, &ns);
-    api.patch("ok", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3, "parallelism": 2, "paused": true}}))).await.unwrap();
+    api.patch(
+        "ok",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3, "parallelism": 2, "paused": true}})),
+    )
+    .await
+    .unwrap();
     for (patch, field) in [
-        (json!({"selector": {"matchLabels": {"app": "other"}}}), "spec.selector is immutable"),
-        (json!({"template": {"ephemeralContainers": [probe(json!({"image": "busybox:1.37"}))]}}), "spec.template is immutable"),
-        (json!({"activeDeadlineSeconds": 61}), "spec.activeDeadlineSeconds is immutable"),
-        (json!({"ttlSecondsAfterFinished": 6}), "spec.ttlSecondsAfterFinished is immutable"),
-        (json!({"ttlSecondsAfterCreated": 6}), "spec.ttlSecondsAfterCreated is immutable"),
+        (
+            json!({"selector": {"matchLabels": {"app": "other"}}}),
+            "spec.selector is immutable",
+        ),
+        (
+            json!({"template": {"ephemeralContainers": [probe(json!({"image": "busybox:1.37"}))]}}),
+            "spec.template is immutable",
+        ),
+        (
+            json!({"activeDeadlineSeconds": 61}),
+            "spec.activeDeadlineSeconds is immutable",
+        ),
+        (
+            json!({"ttlSecondsAfterFinished": 6}),
+            "spec.ttlSecondsAfterFinished is immutable",
+        ),
+        (
+            json!({"ttlSecondsAfterCreated": 6}),
+            "spec.ttlSecondsAfterCreated is immutable",
+        ),
     ] {
-        match api.patch("ok", &PatchParams::default(), &Patch::Merge(json!({"spec": patch}))).await {
-            Err(kube::Error::Api(s)) => assert!(s.code == 422 && s.message.contains(field), "{field}: {}", s.message),
+        match api
+            .patch(
+                "ok",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": patch})),
+            )
+            .await
+        {
+            Err(kube::Error::Api(s)) => assert!(
+                s.code == 422 && s.message.contains(field),
+                "{field}: {}",
+                s.message
+            ),
             other => panic!("{field}: accepted: {other:?}"),
         }
     }
@@ -1407,8 +1694,16 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
 
 #[test]
 fn ejob_crd_in_deploy_is_the_generated_one() {
-    let out = Command::new(SEXTON).args(["controller", "crd"]).output().unwrap();
+    let out = Command::new(SEXTON)
+        .args(["controller", "crd"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    let committed = std::fs::read_to_string(format!("{}/deploy/crd-ephemeraljob.yaml", root())).unwrap();
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), committed, "deploy/crd-ephemeraljob.yaml is stale: run `sexton controller crd > deploy/crd-ephemeraljob.yaml`");
+    let committed =
+        std::fs::read_to_string(format!("{}/deploy/crd-ephemeraljob.yaml", root())).unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        committed,
+        "deploy/crd-ephemeraljob.yaml is stale: run `sexton controller crd > deploy/crd-ephemeraljob.yaml`"
+    );
 }

@@ -315,13 +315,14 @@ pub fn plan(job: &EphemeralJob, pods: &[Pod], now: &Time) -> Plan {
         match relation(p, job) {
             Relation::Ours => ours.push(*p),
             Relation::Conflict(c) if pod_active(p) => conflicts.push((name, c)),
-            Relation::Free if pod_active(p) => {
-                if selector_matches(
-                    &job.spec.selector,
-                    p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
-                ) {
-                    free.push(*p)
-                }
+            Relation::Free
+                if pod_active(p)
+                    && selector_matches(
+                        &job.spec.selector,
+                        p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+                    ) =>
+            {
+                free.push(*p)
             }
             _ => {}
         }
@@ -619,6 +620,18 @@ mod tests {
             p.status.conditions.last().unwrap().reason,
             "DeadlineExceeded"
         );
+    }
+
+    #[test]
+    fn error_is_sticky_and_not_success() {
+        let mut j = job(json!({}));
+        j.status = Some(EphemeralJobStatus {
+            phase: Some("Error".into()),
+            ..Default::default()
+        });
+        let p = plan(&j, &[pod("a", 1, "")], &now(10));
+        assert!(p.inject.is_empty() && !p.finished);
+        assert_eq!(p.status.phase.as_deref(), Some("Error"));
     }
 
     #[test]

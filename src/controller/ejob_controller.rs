@@ -205,27 +205,15 @@ async fn reconcile_job(job: &EphemeralJob, ctx: &Ctx) -> Result<Action, Error> {
             }
             Err(e) => {
                 p.status.waiting -= 1;
-                let (reason, msg) = match &e {
-                    kube::Error::Api(s) if s.code == 404 || s.code == 405 => (
-                        "EphemeralContainersUnsupported",
-                        format!(
-                            "the API server has no pods/ephemeralcontainers subresource ({}): ephemeral containers are not available on this cluster",
-                            s.message
-                        ),
-                    ),
-                    kube::Error::Api(s) if s.code == 403 => (
-                        "Forbidden",
-                        format!(
-                            "not allowed to add ephemeral containers ({}); the controller's ClusterRole needs pods/ephemeralcontainers patch",
-                            s.message
-                        ),
-                    ),
+                let (reason, msg, fatal) = match &e {
+                    kube::Error::Api(s) => inject_failure(s.code, &s.message, pod),
                     _ => (
                         "InjectFailed",
                         format!("adding ephemeral containers to pod {pod} failed: {e}"),
+                        false,
                     ),
                 };
-                if matches!(&e, kube::Error::Api(s) if s.code < 500) {
+                if fatal {
                     p.status.phase = Some("Error".into());
                     p.status.conditions.push(
                         k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
@@ -287,6 +275,39 @@ async fn reconcile_job(job: &EphemeralJob, ctx: &Ctx) -> Result<Action, Error> {
     Ok(requeue(wake))
 }
 
+/// What an API error on injection means. 4xx answers other than 409 (handled by the
+/// caller) will not change by retrying: the job goes to phase Error with this reason.
+/// 404/405 from the subresource on a pod that exists mean the API server has no ephemeral
+/// containers API: that is an Error, never a success.
+pub fn inject_failure(code: u16, message: &str, pod: &str) -> (&'static str, String, bool) {
+    match code {
+        404 | 405 => (
+            "EphemeralContainersUnsupported",
+            format!(
+                "the API server has no pods/ephemeralcontainers subresource ({message}): ephemeral containers are not available on this cluster"
+            ),
+            true,
+        ),
+        403 => (
+            "Forbidden",
+            format!(
+                "not allowed to add ephemeral containers ({message}); the controller's ClusterRole needs pods/ephemeralcontainers patch"
+            ),
+            true,
+        ),
+        400..=499 => (
+            "InjectFailed",
+            format!("the API server refused the ephemeral containers for pod {pod}: {message}"),
+            true,
+        ),
+        _ => (
+            "InjectFailed",
+            format!("adding ephemeral containers to pod {pod} failed ({code}): {message}"),
+            false,
+        ),
+    }
+}
+
 fn requeue(wake: Vec<Duration>) -> Action {
     match wake.into_iter().min() {
         Some(d) => Action::requeue(d.max(Duration::from_millis(200))),
@@ -330,4 +351,27 @@ pub fn error_policy(job: Arc<EphemeralJob>, err: &Error, ctx: Arc<Ctx>) -> Actio
         .inc();
     warn!(job = %key(&job), error = %err, "reconcile failed; retrying in 5s");
     Action::requeue(Duration::from_secs(5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inject_failure;
+
+    /// A missing ephemeral-containers API cannot be produced on a 1.34 API server (the
+    /// feature is GA and has no gate), so its handling is pinned here.
+    #[test]
+    fn injection_errors_are_classified() {
+        for (code, reason, fatal) in [
+            (404, "EphemeralContainersUnsupported", true),
+            (405, "EphemeralContainersUnsupported", true),
+            (403, "Forbidden", true),
+            (422, "InjectFailed", true),
+            (500, "InjectFailed", false),
+            (503, "InjectFailed", false),
+        ] {
+            let (r, msg, f) = inject_failure(code, "m", "web-0");
+            assert_eq!((r, f), (reason, fatal), "{code}");
+            assert!(msg.contains('m'));
+        }
+    }
 }
