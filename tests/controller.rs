@@ -1021,8 +1021,11 @@ async fn leader_election_one_acts_and_the_other_takes_over() {
 async fn deploy_manifests_apply_with_server_dry_run() {
     let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
     controller_kubeconfig(); // the namespace exists (a server dry run cannot create into a dry-run namespace)
+    // Server-side, like every other apply of these files in the tests (a client-side apply
+    // over server-side-applied objects warns about the missing last-applied annotation).
     let out = kubectl(&[
         "apply",
+        "--server-side",
         "--dry-run=server",
         "-k",
         &format!("{}/deploy", root()),
