@@ -33,6 +33,7 @@ die() { echo "testenv: error: $*" >&2; exit 1; }
 
 build() {
   local bins=(kube-apiserver kube-controller-manager etcd) missing=()
+  [ $# -gt 0 ] && bins=("$@")
   for b in "${bins[@]}"; do [ -x "$CACHE/$b" ] || missing+=("$b"); done
   [ ${#missing[@]} -eq 0 ] && return 0
   command -v go >/dev/null || die "go is needed to build ${missing[*]} (Go >= 1.24)"
@@ -228,7 +229,7 @@ case "${1:-}" in
   up) up ;;
   down) down_quiet; log "down" ;;
   env) echo "export KUBECONFIG=$KUBECONFIG_FILE" ;;
-  build) build ;;
+  build) shift; build "$@" ;;
   status) if alive kube-apiserver && ready; then echo "up"; else echo "down"; exit 1; fi ;;
   restart-apiserver) restart_apiserver ;;
   kubectl-dir)
