@@ -69,7 +69,7 @@ images() {
   $mk "$img/quick-exit.tar" sexton-quick-exit:e2e --entrypoint '["/sexton","quick-exit"]' \
     --user 65532:65532 "$sexton:/sexton"
   local links=()
-  for t in sh sleep echo cat ls ps pgrep pidof kill true false test wget nc grep; do
+  for t in sh sleep echo cat ls ps kill true false test grep; do
     links+=(--symlink "/bin/$t=busybox")
   done
   $mk "$img/busybox.tar" busybox:e2e --cmd '["sh"]' "${links[@]}" /bin/busybox:/bin/busybox

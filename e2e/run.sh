@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# End-to-end scenarios on the real node of scripts/e2e-cluster.sh (brought up if needed).
+# Every wait is bounded (kubectl wait --timeout); a failed scenario says why and exits 1.
+#   e2e/run.sh            all scenarios
+#   e2e/run.sh 1 3        some of them
+# 1  Job: main + sexton-wrapped sidecar; main 0 -> Job Complete, main 1 -> Job Failed; the
+#    sidecar is stopped and exits 0 in both.
+# 3  SidecarTerminator: an unwrapped marked sidecar; `sexton controller` swaps its image; the
+#    kubelet restarts it with the quick-exit image (restartPolicy Never); Job Complete.
+# 4  EphemeralJob over three real pods: the ephemeral containers run in the target
+#    container's process namespace (they find its process) and the status counts match.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+eval "$("$ROOT/scripts/e2e-cluster.sh" up)"
+export KUBECONFIG
+M="$ROOT/e2e/manifests"
+CTL_BIN="$ROOT/target/controller/x86_64-unknown-linux-gnu/release/sexton"
+(cd "$ROOT" && CARGO_TARGET_DIR=target/controller cargo build --release --features controller >&2)
+kubectl apply --server-side -f "$ROOT/deploy/crd-ephemeraljob.yaml" >/dev/null
+kubectl wait --for=condition=Established --timeout=30s crd/ephemeraljobs.sexton.dev >/dev/null
+
+fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+pass() { echo "e2e: ok: $*"; }
+fresh_ns() { local ns="e2e-$1-$$"; kubectl create namespace "$ns" >/dev/null; echo "$ns"; }
+states() {
+  kubectl -n "$1" get pods -l "job-name=$2" \
+    -o jsonpath='{range .items[*]}{.status.phase}{range .status.containerStatuses[*]} {.name}={.state.terminated.exitCode}{end}{end}'
+}
+controller() { # ns log args...
+  local ns=$1 log=$2; shift 2
+  "$CTL_BIN" controller --namespace "$ns" --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 "$@" 2> "$log" &
+  CTL_PID=$!
+}
+
+scenario1() {
+  local ns; ns=$(fresh_ns wrapped)
+  for c in 0 1; do sed "s/MAIN_CODE/$c/g" "$M/job-wrapped.yaml" | kubectl -n "$ns" apply -f - >/dev/null; done
+  kubectl -n "$ns" wait --for=condition=Complete job/wrapped-0 --timeout=120s >/dev/null \
+    || fail "1: wrapped-0 not Complete: $(states "$ns" wrapped-0)"
+  kubectl -n "$ns" wait --for=condition=Failed job/wrapped-1 --timeout=120s >/dev/null \
+    || fail "1: wrapped-1 not Failed: $(states "$ns" wrapped-1)"
+  [ "$(states "$ns" wrapped-0)" = "Succeeded main=0 proxy=0" ] || fail "1: wrapped-0: $(states "$ns" wrapped-0)"
+  [ "$(states "$ns" wrapped-1)" = "Failed main=1 proxy=0" ] || fail "1: wrapped-1: $(states "$ns" wrapped-1)"
+  pass "1: main 0 -> Complete, main 1 -> Failed; the sidecar stopped with 0 in both"
+}
+
+scenario3() {
+  local ns log; ns=$(fresh_ns terminator); log="/tmp/e2e-controller-$ns.log"
+  controller "$ns" "$log" --quick-exit-image sexton-quick-exit:e2e --controllers sidecar-terminator
+  kubectl -n "$ns" apply -f "$M/job-terminator.yaml" >/dev/null
+  if ! kubectl -n "$ns" wait --for=condition=Complete job/terminated --timeout=120s >/dev/null; then
+    kill "$CTL_PID"; fail "3: Job not Complete: $(states "$ns" terminated); controller log $log"
+  fi
+  kill "$CTL_PID"
+  local got
+  got=$(kubectl -n "$ns" get pods -l job-name=terminated \
+    -o jsonpath='{.items[0].status.phase}{range .items[0].status.containerStatuses[*]} {.name}:{.image}:{.state.terminated.exitCode}:{.restartCount}{end}')
+  [ "$got" = "Succeeded main:docker.io/library/busybox:e2e:0:0 proxy:docker.io/library/sexton-quick-exit:e2e:0:1" ] \
+    || fail "3: $got"
+  pass "3: sidecar swapped, restarted by the kubelet as the quick-exit image (exit 0), pod Succeeded, Job Complete"
+}
+
+scenario4() {
+  local ns log; ns=$(fresh_ns ejob); log="/tmp/e2e-controller-$ns.log"
+  controller "$ns" "$log" --controllers ephemeraljob
+  for i in 0 1 2; do
+    sed "s/NAME/web-$i/" "$M/pod-web.yaml" | kubectl -n "$ns" apply -f - >/dev/null
+  done
+  kubectl -n "$ns" wait --for=condition=Ready pod -l app=web --timeout=120s >/dev/null \
+    || { kill "$CTL_PID"; fail "4: pods not Ready"; }
+  kubectl -n "$ns" apply -f "$M/ejob-sees-target.yaml" >/dev/null
+  if ! kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded ejob/sees-target --timeout=120s >/dev/null; then
+    kill "$CTL_PID"; fail "4: $(kubectl -n "$ns" get ejob sees-target -o jsonpath='{.status}'); controller log $log"
+  fi
+  kill "$CTL_PID"
+  local s; s=$(kubectl -n "$ns" get ejob sees-target -o jsonpath='{.status.match} {.status.succeeded} {.status.failed}')
+  [ "$s" = "3 3 0" ] || fail "4: match/succeeded/failed = $s"
+  pass "4: 3 pods; each ephemeral container found the target container's process; match=3 succeeded=3"
+}
+
+for n in ${@:-1 3 4}; do "scenario$n"; done
