@@ -5,10 +5,15 @@
 #   e2e/run.sh 1 3        some of them
 # 1  Job: main + sexton-wrapped sidecar; main 0 -> Job Complete, main 1 -> Job Failed; the
 #    sidecar is stopped and exits 0 in both.
+# 2  Birth dependencies: main starts only after the proxy is ready, through the graveyard
+#    (sexton's file readiness probe) and through the API (the pod's own ServiceAccount token,
+#    mounted by the kubelet; host network to reach the test API server on 127.0.0.1).
 # 3  SidecarTerminator: an unwrapped marked sidecar; `sexton controller` swaps its image; the
 #    kubelet restarts it with the quick-exit image (restartPolicy Never); Job Complete.
 # 4  EphemeralJob over three real pods: the ephemeral containers run in the target
 #    container's process namespace (they find its process) and the status counts match.
+# 5  The kubelet kills main (failing liveness probe): the wrapped sidecar still ends (0),
+#    and the Job fails because main did.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 eval "$("$ROOT/scripts/e2e-cluster.sh" up)"
@@ -42,6 +47,26 @@ scenario1() {
   [ "$(states "$ns" wrapped-0)" = "Succeeded main=0 proxy=0" ] || fail "1: wrapped-0: $(states "$ns" wrapped-0)"
   [ "$(states "$ns" wrapped-1)" = "Failed main=1 proxy=0" ] || fail "1: wrapped-1: $(states "$ns" wrapped-1)"
   pass "1: main 0 -> Complete, main 1 -> Failed; the sidecar stopped with 0 in both"
+}
+
+scenario2() {
+  local ns; ns=$(fresh_ns birth)
+  kubectl -n "$ns" apply -f "$M/job-birth-graveyard.yaml" -f "$M/job-birth-api.yaml" >/dev/null
+  for j in birth-graveyard birth-api; do
+    kubectl -n "$ns" wait --for=condition=Complete "job/$j" --timeout=120s >/dev/null \
+      || fail "2: $j not Complete: $(states "$ns" "$j")"
+    [ "$(states "$ns" "$j")" = "Succeeded main=0 proxy=0" ] || fail "2: $j: $(states "$ns" "$j")"
+  done
+  pass "2: main started after the proxy was ready (graveyard and API variants), Jobs Complete"
+}
+
+scenario5() {
+  local ns; ns=$(fresh_ns liveness)
+  kubectl -n "$ns" apply -f "$M/job-liveness.yaml" >/dev/null
+  kubectl -n "$ns" wait --for=condition=Failed job/liveness --timeout=120s >/dev/null \
+    || fail "5: Job not Failed: $(states "$ns" liveness)"
+  [ "$(states "$ns" liveness)" = "Failed main=143 proxy=0" ] || fail "5: $(states "$ns" liveness)"
+  pass "5: main killed by the kubelet (143); the sidecar ended with 0; Job Failed"
 }
 
 scenario3() {
@@ -78,4 +103,4 @@ scenario4() {
   pass "4: 3 pods; each ephemeral container found the target container's process; match=3 succeeded=3"
 }
 
-for n in ${@:-1 3 4}; do "scenario$n"; done
+for n in ${@:-1 2 3 4 5}; do "scenario$n"; done
