@@ -26,7 +26,12 @@ kubectl wait --for=condition=Established --timeout=30s crd/ephemeraljobs.sexton.
 
 fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
 pass() { echo "e2e: ok: $*"; }
-fresh_ns() { local ns="e2e-$1-$$"; kubectl create namespace "$ns" >/dev/null; echo "$ns"; }
+fresh_ns() {
+  local ns="e2e-$1-$$"
+  kubectl create namespace "$ns" >/dev/null
+  kubectl label namespace "$ns" sexton-e2e=true >/dev/null   # removed by e2e-cluster.sh down
+  echo "$ns"
+}
 states() {
   kubectl -n "$1" get pods -l "job-name=$2" \
     -o jsonpath='{range .items[*]}{.status.phase}{range .status.containerStatuses[*]} {.name}={.state.terminated.exitCode}{end}{end}'

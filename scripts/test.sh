@@ -39,7 +39,7 @@ need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
 # built from Go modules on first use (cached in ~/.cache/sexton-testenv), started on
 # 127.0.0.1, and stopped again at the end if this run started it.
 if ! scripts/testenv.sh status >/dev/null 2>&1; then
-  trap 'scripts/testenv.sh down' EXIT
+  trap 'scripts/e2e-cluster.sh down || true; scripts/testenv.sh down' EXIT
 fi
 scripts/testenv.sh up
 
@@ -47,4 +47,12 @@ cargo build --release --benches   # the benchmark harness must keep compiling
 cargo test --release "$@"
 # The controller (feature `controller`): its unit tests and tests/controller.rs, run against
 # the controller build of the binary (the in-pod build above stays free of its dependencies).
-cargo test --release --features controller --lib --test controller "$@"
+# (Its own target directory, so that the two builds do not overwrite each other and e2e/run.sh
+# finds both.)
+CARGO_TARGET_DIR=target/controller cargo test --release --features controller --lib --test controller "$@"
+
+# End to end on a real node (scripts/e2e-cluster.sh: containerd, runc, kubelet,
+# kube-scheduler; e2e/run.sh: five scenarios with real Jobs). Only for a full run.
+if [ $# -eq 0 ]; then
+  e2e/run.sh
+fi

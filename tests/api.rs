@@ -64,7 +64,8 @@ async fn setup(client: &Client, ns: &str, pod: &Pod, with_role: bool) -> std::pa
         ns,
         json!({
             "metadata": {"name": "job-1"},
-            "spec": {"serviceAccountName": "job", "restartPolicy": "Never", "containers": [
+            // bound to a node that does not exist: nothing but the test plays its kubelet
+            "spec": {"serviceAccountName": "job", "restartPolicy": "Never", "nodeName": "sexton-test-no-such-node", "containers": [
                 {"name": "main", "image": "example/main"},
                 {"name": "proxy", "image": "example/proxy"}
             ]}

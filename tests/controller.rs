@@ -30,6 +30,7 @@ const Q: &str = "sexton-quick-exit:test";
 const MARK: &str = "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT";
 const MARK_IMAGE: &str = "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE";
 const LONG: Duration = Duration::from_secs(30);
+const FAKE_NODE: &str = "sexton-test-no-such-node";
 
 /// Namespaced tests share (read); the cluster-wide leader-election test excludes them.
 static SCOPE: RwLock<()> = RwLock::new(());
@@ -248,7 +249,9 @@ async fn create_pod(
     }
     let pod: K8sPod = serde_json::from_value(json!({
         "metadata": metadata,
-        "spec": {"restartPolicy": policy, "automountServiceAccountToken": false, "containers": containers}
+        // Bound to a node that does not exist: no scheduler or kubelet (such as the real node
+        // of scripts/e2e-cluster.sh) ever touches it; the test is the kubelet.
+        "spec": {"restartPolicy": policy, "automountServiceAccountToken": false, "nodeName": FAKE_NODE, "containers": containers}
     }))
     .unwrap();
     Api::<K8sPod>::namespaced(client.clone(), ns)
