@@ -206,7 +206,7 @@ down() {
   export KUBECONFIG=/tmp/sexton-testenv/admin.kubeconfig
   # the scenarios' namespaces first, so their pods do not come back with the next node
   kubectl delete namespace -l sexton-e2e=true --wait=false >/dev/null 2>&1 || true
-  kubectl delete pods --all-namespaces --field-selector "spec.nodeName=$NODE" --grace-period=0 --force >/dev/null 2>&1 || true
+  kubectl delete pods --all-namespaces --field-selector "spec.nodeName=$NODE" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1 || true
   for name in scheduler kubelet; do
     alive "$name" && kill "$(cat "$E2E/$name.pid")" && log "stopped $name"
