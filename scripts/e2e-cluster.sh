@@ -218,7 +218,7 @@ down() {
     done
     kill "$(cat "$E2E/containerd.pid")" && log "stopped containerd"
   fi
-  pkill -f "containerd-shim-runc-v2 -namespace k8s.io -address $SOCK" 2>/dev/null || true
+  pkill -f "containerd-shim-runc-v2 -namespace k8s.io .*-address $SOCK" 2>/dev/null || true
   ip link del sxe2e0 2>/dev/null || true
   grep -q " $E2E" /proc/mounts && awk -v d="$E2E" '$2 ~ "^"d {print $2}' /proc/mounts | sort -r | xargs -r umount -l
   rm -rf "$E2E"
