@@ -3,71 +3,47 @@
 //! deletes the job when a TTL runs out.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::runtime::events::{EventType, Recorder};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
 use super::ejob::{EphemeralJob, EphemeralJobStatus, containers_for, plan};
-use super::http::{Metrics, labels};
-use super::runtime::{Clock, Once};
+use super::http::Metrics;
+use super::runtime::{Telemetry, key};
 use super::terminator::{Error, FIELD_MANAGER};
 
 pub const CONTROLLER: &str = "ephemeraljob";
 
 pub struct Ctx {
     pub client: Client,
-    pub recorder: Recorder,
-    pub metrics: Arc<Metrics>,
-    pub clock: Arc<Clock<EphemeralJob>>,
-    reported: Once,
+    pub telemetry: Telemetry<EphemeralJob>,
 }
 
 impl Ctx {
     pub fn new(client: Client, recorder: Recorder, metrics: Arc<Metrics>) -> Self {
         Ctx {
             client,
-            recorder,
-            metrics,
-            clock: Arc::default(),
-            reported: Once::default(),
+            telemetry: Telemetry::new(CONTROLLER, metrics, recorder),
         }
     }
 
     fn count(&self, action: &str, reason: &str) {
-        self.metrics
-            .actions
-            .get_or_create(&labels(&[
-                ("controller", CONTROLLER),
-                ("action", action),
-                ("reason", reason),
-            ]))
-            .inc();
+        self.telemetry.count(action, reason)
     }
 
     async fn event(&self, job: &EphemeralJob, type_: EventType, reason: &str, note: String) {
-        let ev = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note),
-            action: "RunEphemeralContainers".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &job.object_ref(&())).await {
-            warn!(job = %key(job), reason, error = %e, "cannot publish event (RBAC: events.k8s.io events create/patch)");
-        }
+        self.telemetry
+            .event(job, type_, reason, "RunEphemeralContainers", note)
+            .await
     }
-}
-
-fn key(job: &EphemeralJob) -> String {
-    format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
 }
 
 fn at(t: &Time, secs: i64) -> i64 {
@@ -75,14 +51,9 @@ fn at(t: &Time, secs: i64) -> i64 {
 }
 
 pub async fn reconcile(job: Arc<EphemeralJob>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    ctx.clock.started(&job, &ctx.metrics, CONTROLLER);
-    let started = Instant::now();
-    let result = reconcile_job(&job, &ctx).await;
-    ctx.metrics
-        .reconcile_duration
-        .get_or_create(&labels(&[("controller", CONTROLLER)]))
-        .observe(started.elapsed().as_secs_f64());
-    result
+    ctx.telemetry
+        .reconciling(&job, reconcile_job(&job, &ctx))
+        .await
 }
 
 /// Deletes the job if `deadline` (seconds since the epoch) has passed; else the delay until it.
@@ -154,6 +125,7 @@ async fn reconcile_job(job: &EphemeralJob, ctx: &Ctx) -> Result<Action, Error> {
     let mut p = plan(job, &pods, &now);
     for (pod, container) in &p.conflicts {
         if ctx
+            .telemetry
             .reported
             .first(format!("{}/{pod}", job.uid().unwrap_or_default()))
         {
@@ -342,15 +314,7 @@ async fn write_status(
 }
 
 pub fn error_policy(job: Arc<EphemeralJob>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.metrics
-        .errors
-        .get_or_create(&labels(&[
-            ("controller", CONTROLLER),
-            ("kind", "reconcile"),
-        ]))
-        .inc();
-    warn!(job = %key(&job), error = %err, "reconcile failed; retrying in 5s");
-    Action::requeue(Duration::from_secs(5))
+    ctx.telemetry.failed(&job, err)
 }
 
 #[cfg(test)]

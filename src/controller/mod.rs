@@ -378,12 +378,6 @@ async fn run_controller(
     } else {
         "cluster-wide"
     };
-    let api = |c: &Client| -> Api<Pod> {
-        match &o.namespace {
-            Some(ns) => Api::namespaced(c.clone(), ns),
-            None => Api::all(c.clone()),
-        }
-    };
     health.pending.store(o.controllers.len(), Ordering::Relaxed);
 
     let terminator = o.controllers.contains(&Which::SidecarTerminator).then(|| {
@@ -402,10 +396,10 @@ async fn run_controller(
         // so the cache holds only those.
         let stream = runtime::trigger(
             filled.clone(),
-            api(&client),
+            scoped(&client, o),
             watcher::Config::default().fields("status.phase=Running"),
             writer,
-            ctx.clock.clone(),
+            ctx.telemetry.clock.clone(),
             health.clone(),
             metrics.clone(),
             terminator::CONTROLLER,
@@ -425,10 +419,7 @@ async fn run_controller(
             recorder.clone(),
             metrics.clone(),
         ));
-        let jobs: Api<ejob::EphemeralJob> = match &o.namespace {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        };
+        let jobs: Api<ejob::EphemeralJob> = scoped(&client, o);
         let (reader, writer) = reflector::store();
         let filled = Arc::new(AtomicBool::new(false));
         let stream = runtime::trigger(
@@ -436,17 +427,14 @@ async fn run_controller(
             jobs,
             watcher::Config::default(),
             writer,
-            ctx.clock.clone(),
+            ctx.telemetry.clock.clone(),
             health.clone(),
             metrics.clone(),
             ejob_controller::CONTROLLER,
             format!("the controller needs ephemeraljobs.sexton.dev list and watch {scope}; is the CRD installed (deploy/crd-ephemeraljob.yaml)?"),
         );
         // Pod changes wake the jobs of the pod's namespace that select it or run in it.
-        let meta: Api<kube::core::PartialObjectMeta<Pod>> = match &o.namespace {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        };
+        let meta: Api<kube::core::PartialObjectMeta<Pod>> = scoped(&client, o);
         let pods = watcher::watcher(meta, watcher::Config::default())
             .default_backoff()
             .touched_objects();
@@ -477,6 +465,18 @@ async fn run_controller(
     tokio::join!(maybe(terminator), maybe(ejobs));
     info!("controller stopped");
     0
+}
+
+/// The API of `K` in the watched namespace, or in all namespaces.
+fn scoped<K>(client: &Client, o: &Opts) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match &o.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
 }
 
 async fn maybe(f: Option<impl std::future::Future<Output = ()>>) {

@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, store::Writer};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tracing::{debug, error, info};
+use tracing::{debug, error, info, warn};
 
 use super::http::{Health, Metrics, labels};
 
@@ -171,5 +173,87 @@ pub async fn until_stopped(
     tokio::select! {
         _ = controller => {}
         _ = cut => {}
+    }
+}
+
+/// What one controller reports, whatever it reconciles: action counters, Kubernetes
+/// Events, reconcile timings and errors, and which problems it already reported.
+pub struct Telemetry<K: Resource>
+where
+    K::DynamicType: Eq + Hash,
+{
+    pub controller: &'static str,
+    pub metrics: Arc<Metrics>,
+    recorder: Recorder,
+    /// Shared with the controller's watch stream (`trigger`), which starts it.
+    pub clock: Arc<Clock<K>>,
+    /// Problems already reported (the reconciler sees the same object many times; the
+    /// Recorder would fold repeats into a series, but this skips the API call).
+    pub reported: Once,
+}
+
+/// `namespace/name` of an object, for logs.
+pub fn key<K: Resource>(obj: &K) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+impl<K: Resource<DynamicType = ()>> Telemetry<K> {
+    pub fn new(controller: &'static str, metrics: Arc<Metrics>, recorder: Recorder) -> Self {
+        Telemetry {
+            controller,
+            metrics,
+            recorder,
+            clock: Arc::default(),
+            reported: Once::default(),
+        }
+    }
+
+    pub fn count(&self, action: &str, reason: &str) {
+        self.metrics
+            .actions
+            .get_or_create(&labels(&[
+                ("controller", self.controller),
+                ("action", action),
+                ("reason", reason),
+            ]))
+            .inc();
+    }
+
+    pub async fn event(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String) {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            warn!(object = %key(obj), reason, error = %e, "cannot publish event (RBAC: events.k8s.io events create/patch)");
+        }
+    }
+
+    /// Runs one reconciliation of `obj`: counts it and records its queue latency and duration.
+    pub async fn reconciling<T>(&self, obj: &K, f: impl std::future::Future<Output = T>) -> T {
+        self.clock.started(obj, &self.metrics, self.controller);
+        let started = Instant::now();
+        let result = f.await;
+        self.metrics
+            .reconcile_duration
+            .get_or_create(&labels(&[("controller", self.controller)]))
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// The error policy: count the failure, log it, retry in 5 s.
+    pub fn failed(&self, obj: &K, err: &impl std::fmt::Display) -> Action {
+        self.metrics
+            .errors
+            .get_or_create(&labels(&[
+                ("controller", self.controller),
+                ("kind", "reconcile"),
+            ]))
+            .inc();
+        warn!(controller = self.controller, object = %key(obj), error = %err, "reconcile failed; retrying in 5s");
+        Action::requeue(Duration::from_secs(5))
     }
 }

@@ -3,18 +3,17 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::runtime::events::{EventType, Recorder};
+use kube::{Api, Client, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::decide::{Decision, Refusal, Swap, decide, swap_patch};
 use super::http::{Metrics, labels};
-use super::runtime::{Clock, Once};
+use super::runtime::{Telemetry, key};
 
 pub const FIELD_MANAGER: &str = "sexton-controller";
 pub const CONTROLLER: &str = "sidecar-terminator";
@@ -32,12 +31,8 @@ impl std::error::Error for Error {}
 
 pub struct Ctx {
     pub client: Client,
-    pub recorder: Recorder,
     pub default_image: Option<String>,
-    pub metrics: Arc<Metrics>,
-    pub clock: Arc<Clock<Pod>>,
-    /// Problems already reported as events, by pod uid, container and reason.
-    reported: Once,
+    pub telemetry: Telemetry<Pod>,
     /// Test hook, for the conflict test only: before its first patch attempt, each
     /// reconciliation reads one line from this FIFO, so a test can change the pod in between
     /// and make the API server answer a real 409 Conflict. Unset in production.
@@ -53,41 +48,13 @@ impl Ctx {
     ) -> Self {
         Ctx {
             client,
-            recorder,
             default_image,
-            metrics,
-            clock: Arc::default(),
-            reported: Once::default(),
+            telemetry: Telemetry::new(CONTROLLER, metrics, recorder),
             hold_patch: std::env::var_os("SEXTON_TEST_HOLD_BEFORE_PATCH").map(PathBuf::from),
         }
     }
 
-    fn count(&self, action: &str, reason: &str) {
-        self.metrics
-            .actions
-            .get_or_create(&labels(&[
-                ("controller", CONTROLLER),
-                ("action", action),
-                ("reason", reason),
-            ]))
-            .inc();
-    }
-
-    async fn event(&self, pod: &Pod, type_: EventType, reason: &str, action: &str, note: String) {
-        let ev = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note),
-            action: action.into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &pod.object_ref(&())).await {
-            warn!(pod = %key(pod), reason, error = %e, "cannot publish event (RBAC: events.k8s.io events create/patch)");
-        }
-    }
-
-    /// Report a problem once per pod, container and reason (the reconciler sees the same pod
-    /// many times; the Recorder would fold repeats into a series, but we skip the API call).
+    /// Report a problem once per pod, container and reason.
     async fn report(&self, pod: &Pod, p: &Refusal) {
         let k = format!(
             "{}/{}/{}",
@@ -95,12 +62,13 @@ impl Ctx {
             p.container,
             p.reason
         );
-        if !self.reported.first(k) {
+        let t = &self.telemetry;
+        if !t.reported.first(k) {
             return;
         }
         warn!(pod = %key(pod), container = %p.container, reason = p.reason, "{}", p.message);
-        self.count("refuse", p.reason);
-        self.event(
+        t.count("refuse", p.reason);
+        t.event(
             pod,
             EventType::Warning,
             p.reason,
@@ -111,20 +79,10 @@ impl Ctx {
     }
 }
 
-fn key(pod: &Pod) -> String {
-    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
-}
-
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    ctx.clock.started(&pod, &ctx.metrics, CONTROLLER);
-    let l = labels(&[("controller", CONTROLLER)]);
-    let started = Instant::now();
-    let result = reconcile_pod(&pod, &ctx).await;
-    ctx.metrics
-        .reconcile_duration
-        .get_or_create(&l)
-        .observe(started.elapsed().as_secs_f64());
-    result
+    ctx.telemetry
+        .reconciling(&pod, reconcile_pod(&pod, &ctx))
+        .await
 }
 
 async fn reconcile_pod(pod: &Pod, ctx: &Ctx) -> Result<Action, Error> {
@@ -172,7 +130,8 @@ async fn reconcile_pod(pod: &Pod, ctx: &Ctx) -> Result<Action, Error> {
                 return Ok(Action::await_change());
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                ctx.metrics
+                ctx.telemetry
+                    .metrics
                     .conflicts
                     .get_or_create(&labels(&[("controller", CONTROLLER)]))
                     .inc();
@@ -210,14 +169,14 @@ async fn reconcile_pod(pod: &Pod, ctx: &Ctx) -> Result<Action, Error> {
 
 async fn swapped(ctx: &Ctx, pod: &Pod, swaps: &[Swap], rv: &str) {
     for s in swaps {
-        ctx.count("swap", "MainsCompleted");
+        ctx.telemetry.count("swap", "MainsCompleted");
         info!(pod = %key(pod), resource_version = %rv, decision = "swap", container = %s.container, from = %s.from, to = %s.to, "swapped sidecar image");
     }
     let list: Vec<String> = swaps
         .iter()
         .map(|s| format!("{:?} {} -> {}", s.container, s.from, s.to))
         .collect();
-    ctx.event(
+    ctx.telemetry.event(
         pod,
         EventType::Normal,
         "SidecarSwapped",
@@ -245,13 +204,5 @@ async fn hold(ctx: &Ctx) {
 }
 
 pub fn error_policy(pod: Arc<Pod>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.metrics
-        .errors
-        .get_or_create(&labels(&[
-            ("controller", CONTROLLER),
-            ("kind", "reconcile"),
-        ]))
-        .inc();
-    warn!(pod = %key(&pod), error = %err, "reconcile failed; retrying in 5s");
-    Action::requeue(Duration::from_secs(5))
+    ctx.telemetry.failed(&pod, err)
 }
