@@ -260,6 +260,28 @@ async fn create_pod(
         .unwrap()
 }
 
+/// A Never pod with `main` and a marked sidecar `proxy`, where main has exited 0 and proxy
+/// still runs: a pod the controller must act on. Returns its resourceVersion.
+async fn main_done_pod(client: &Client, ns: &str, name: &str) -> String {
+    create_pod(
+        client,
+        ns,
+        name,
+        "Never",
+        vec![container("main", &[], json!({})), sidecar("proxy")],
+        json!({}),
+    )
+    .await;
+    set_status(
+        client,
+        ns,
+        name,
+        "Running",
+        &[("main", "0"), ("proxy", "running")],
+    )
+    .await
+}
+
 fn state(s: &str) -> Value {
     match s {
         "running" => json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}}),
@@ -666,23 +688,7 @@ async fn no_second_patch_even_after_a_controller_restart() {
     let scratch = Pod::new("ctl-idem");
     let args = ["--namespace", &ns, "--quick-exit-image", Q];
     let first = Ctl::start(&scratch, "first", controller_kubeconfig(), &args, &[]);
-    create_pod(
-        &client,
-        &ns,
-        "job",
-        "Never",
-        vec![container("main", &[], json!({})), sidecar("proxy")],
-        json!({}),
-    )
-    .await;
-    let rv = set_status(
-        &client,
-        &ns,
-        "job",
-        "Running",
-        &[("main", "0"), ("proxy", "running")],
-    )
-    .await;
+    let rv = main_done_pod(&client, &ns, "job").await;
     assert_eq!(first.wait_decision(&ns, "job", &rv), "swap");
     let after = wait_image(&client, &ns, "job", "proxy", Q).await;
     let rv = after.metadata.resource_version.clone().unwrap();
@@ -750,23 +756,7 @@ async fn a_conflicting_write_is_reread_and_the_swap_applied_once() {
         &["--namespace", &ns, "--quick-exit-image", Q],
         &[("SEXTON_TEST_HOLD_BEFORE_PATCH", fifo.to_str().unwrap())],
     );
-    create_pod(
-        &client,
-        &ns,
-        "job",
-        "Never",
-        vec![container("main", &[], json!({})), sidecar("proxy")],
-        json!({}),
-    )
-    .await;
-    set_status(
-        &client,
-        &ns,
-        "job",
-        "Running",
-        &[("main", "0"), ("proxy", "running")],
-    )
-    .await;
+    main_done_pod(&client, &ns, "job").await;
     // Opening the FIFO for writing blocks until the controller opens it: it is now holding.
     let writer =
         std::thread::spawn(move || std::fs::OpenOptions::new().write(true).open(fifo).unwrap());
@@ -933,23 +923,7 @@ async fn leader_election_one_acts_and_the_other_takes_over() {
     assert_eq!(b.get(&b.health, "/readyz").0, 200, "a standby is ready");
     assert_eq!(b.metrics()["sexton_controller_leader"], 0.0);
 
-    create_pod(
-        &client,
-        &ns,
-        "one",
-        "Never",
-        vec![container("main", &[], json!({})), sidecar("proxy")],
-        json!({}),
-    )
-    .await;
-    let rv = set_status(
-        &client,
-        &ns,
-        "one",
-        "Running",
-        &[("main", "0"), ("proxy", "running")],
-    )
-    .await;
+    let rv = main_done_pod(&client, &ns, "one").await;
     assert_eq!(a.wait_decision(&ns, "one", &rv), "swap");
     wait_image(&client, &ns, "one", "proxy", Q).await;
     let e = wait_event(&client, &ns, "one", "SidecarSwapped").await;
@@ -971,23 +945,7 @@ async fn leader_election_one_acts_and_the_other_takes_over() {
         takeover < Duration::from_secs(6),
         "takeover took {takeover:?}"
     );
-    create_pod(
-        &client,
-        &ns,
-        "two",
-        "Never",
-        vec![container("main", &[], json!({})), sidecar("proxy")],
-        json!({}),
-    )
-    .await;
-    set_status(
-        &client,
-        &ns,
-        "two",
-        "Running",
-        &[("main", "0"), ("proxy", "running")],
-    )
-    .await;
+    main_done_pod(&client, &ns, "two").await;
     wait_image(&client, &ns, "two", "proxy", Q).await;
     assert_eq!(
         wait_event(&client, &ns, "two", "SidecarSwapped")

@@ -272,7 +272,8 @@ fn inotify_that_cannot_be_initialised() {
         .expect("the inotify hog did not report");
     assert!(n.parse::<u32>().unwrap() > 0, "hog took {n} instances");
 
-    let run = |watch: &str, name: &str| {
+    // sexton as that user, wrapping `cmd`
+    let sexton_as_user = |cmd: &[&str]| {
         let mut c = Command::new("setpriv");
         c.args([
             "--reuid",
@@ -282,17 +283,19 @@ fn inotify_that_cannot_be_initialised() {
             "--clear-groups",
             SEXTON,
             "--",
-            "sh",
-            "-c",
-            "exit 0",
         ])
-        .env("KUBEXIT_NAME", name)
-        .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
-        .env("KUBEXIT_WATCH", watch)
-        .env("KUBEXIT_POLL_INTERVAL", "50ms")
-        .env("KUBEXIT_DEATH_DEPS", "nobody") // something to watch
-        .output()
-        .unwrap()
+        .args(cmd);
+        c
+    };
+    let run = |watch: &str, name: &str| {
+        sexton_as_user(&["sh", "-c", "exit 0"])
+            .env("KUBEXIT_NAME", name)
+            .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
+            .env("KUBEXIT_WATCH", watch)
+            .env("KUBEXIT_POLL_INTERVAL", "50ms")
+            .env("KUBEXIT_DEATH_DEPS", "nobody") // something to watch
+            .output()
+            .unwrap()
     };
     let out = run("inotify", "strict");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -304,18 +307,7 @@ fn inotify_that_cannot_be_initialised() {
     assert!(err.contains("polling every 50ms instead"), "{err}");
 
     // and the poll fallback really watches: a sidecar as that user notices main's death
-    let mut sidecar = Command::new("setpriv")
-        .args([
-            "--reuid",
-            uid,
-            "--regid",
-            uid,
-            "--clear-groups",
-            SEXTON,
-            "--",
-            "sleep",
-            "100",
-        ])
+    let mut sidecar = sexton_as_user(&["sleep", "100"])
         .env("KUBEXIT_NAME", "sidecar")
         .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
         .env("KUBEXIT_DEATH_DEPS", "main")

@@ -434,6 +434,17 @@ mod tests {
         )
     }
 
+    /// The problems of a decision that must act without swapping anything.
+    fn only_problems(d: Decision) -> Vec<Refusal> {
+        match d {
+            Decision::Act { swaps, problems } => {
+                assert!(swaps.is_empty(), "must not swap: {swaps:?}");
+                problems
+            }
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
     fn swap_of(d: &Decision) -> Vec<String> {
         match d {
             Decision::Act { swaps, .. } => swaps
@@ -640,20 +651,15 @@ mod tests {
             ),
         ];
         for (p, image, reason) in cases {
-            match decide(&p, image) {
-                Decision::Act { swaps, problems } => {
-                    assert!(swaps.is_empty(), "{reason}: must not swap");
-                    assert_eq!(problems.len(), 1);
-                    assert_eq!(problems[0].reason, reason);
-                    assert_eq!(problems[0].container, "proxy");
-                    assert!(
-                        problems[0].message.contains("\"proxy\""),
-                        "{}",
-                        problems[0].message
-                    );
-                }
-                other => panic!("{reason}: {other:?}"),
-            }
+            let problems = only_problems(decide(&p, image));
+            assert_eq!(problems.len(), 1, "{reason}");
+            assert_eq!(problems[0].reason, reason);
+            assert_eq!(problems[0].container, "proxy");
+            assert!(
+                problems[0].message.contains("\"proxy\""),
+                "{}",
+                problems[0].message
+            );
         }
         // A user-named image lifts the default-image checks: the user vouches for it.
         let p = with(
@@ -676,13 +682,8 @@ mod tests {
             ],
             &[("main", "0"), ("proxy", "running"), ("logs", "running")],
         );
-        match decide(&p, Q) {
-            Decision::Act { swaps, problems } => {
-                assert!(swaps.is_empty());
-                assert_eq!(problems[0].reason, "SwapRefusedCommand");
-            }
-            other => panic!("{other:?}"),
-        }
+        let problems = only_problems(decide(&p, Q));
+        assert_eq!(problems[0].reason, "SwapRefusedCommand");
         // Once the refused sidecar has ended (say, by hand), the others are swapped.
         let p = pod(
             "Never",
@@ -705,26 +706,16 @@ mod tests {
             vec![container("proxy", SIDE, json!({}))],
             &[("proxy", "running")],
         );
-        match decide(&p, Q) {
-            Decision::Act { swaps, problems } => {
-                assert!(swaps.is_empty());
-                assert_eq!(problems[0].reason, "NoMainContainer");
-            }
-            other => panic!("{other:?}"),
-        }
+        let problems = only_problems(decide(&p, Q));
+        assert_eq!(problems[0].reason, "NoMainContainer");
     }
 
     #[test]
     fn a_sidecar_that_is_not_running_blocks_and_is_reported() {
         let p = main_and_sidecar("Never", "0", "pullbackoff");
-        match decide(&p, Q) {
-            Decision::Act { swaps, problems } => {
-                assert!(swaps.is_empty());
-                assert_eq!(problems[0].reason, "SidecarNotRunning");
-                assert!(problems[0].message.contains("ImagePullBackOff"));
-            }
-            other => panic!("{other:?}"),
-        }
+        let problems = only_problems(decide(&p, Q));
+        assert_eq!(problems[0].reason, "SidecarNotRunning");
+        assert!(problems[0].message.contains("ImagePullBackOff"));
     }
 
     /// Apply a swap patch the way the API server would (for what the decision reads).
@@ -782,13 +773,8 @@ mod tests {
             .as_mut()
             .unwrap()[1]
             .state = Some(serde_json::from_value(state("pullbackoff")).unwrap());
-        match decide(&stalled, Q) {
-            Decision::Act { swaps, problems } => {
-                assert!(swaps.is_empty());
-                assert_eq!(problems[0].reason, "QuickExitStalled");
-            }
-            other => panic!("{other:?}"),
-        }
+        let problems = only_problems(decide(&stalled, Q));
+        assert_eq!(problems[0].reason, "QuickExitStalled");
         let mut failed = apply(&p, &swaps);
         let st = &mut failed
             .status
