@@ -8,6 +8,7 @@ use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, Command, value_parser};
 
 use crate::config::{Config, Origin, Raw, SETTINGS};
+use crate::logging::{stderr_line, stdout_line};
 
 const ABOUT: &str = "Supervises a container's entrypoint in a Kubernetes pod: records its life in a \
 shared graveyard directory, stops it when its death dependencies die, starts it when its birth \
@@ -61,7 +62,7 @@ fn supervisor_command() -> Command {
 }
 
 fn clap_error(e: clap::Error) -> i32 {
-    let _ = e.print();
+    let _ = e.print(); // --help to a closed pipe is not an error worth an abort
     e.exit_code()
 }
 
@@ -86,18 +87,20 @@ fn supervise(args: Vec<OsString>) -> i32 {
     let cfg = match Config::from_lookup(lookup, command) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("sexton: {e}");
+            stderr_line(&format!("sexton: {e}"));
             return 2;
         }
     };
-    crate::logging::init(cfg.log_format, cfg.log_level);
+    let libraries = crate::logging::in_pod_libraries(cfg.log_level);
+    crate::logging::init(cfg.log_format, cfg.log_level, libraries);
     let span = tracing::info_span!("sexton", container = %cfg.name);
     let _enter = span.enter();
     match crate::supervisor::run(cfg) {
         Ok(code) => code,
         Err(e) => {
-            tracing::error!("{}", e.0);
-            eprintln!("sexton: {}", e.0);
+            tracing::error!("{e}");
+            crate::logging::flush();
+            stderr_line(&format!("sexton: {e}"));
             2
         }
     }
@@ -107,8 +110,8 @@ fn supervise(args: Vec<OsString>) -> i32 {
 /// it, the kubelet restarts the container with the sidecar's own arguments appended, and it
 /// must end with 0 whatever they are.
 fn quick_exit() -> i32 {
-    eprintln!(
-        "sexton quick-exit: this sidecar was ended by the sexton controller (its image was swapped because the pod's main containers are done); exiting 0"
+    stderr_line(
+        "sexton quick-exit: this sidecar was ended by the sexton controller (its image was swapped because the pod's main containers are done); exiting 0",
     );
     0
 }
@@ -120,8 +123,8 @@ fn controller(args: &[OsString]) -> i32 {
 
 #[cfg(not(feature = "controller"))]
 fn controller(_: &[OsString]) -> i32 {
-    eprintln!(
-        "sexton controller: this sexton was built without the `controller` feature (it keeps the controller's dependencies out of the in-pod binary); build with `cargo build --release --features controller`, or use the sexton controller image"
+    stderr_line(
+        "sexton controller: this sexton was built without the `controller` feature (it keeps the controller's dependencies out of the in-pod binary); build with `cargo build --release --features controller`, or use the sexton controller image",
     );
     2
 }
@@ -137,26 +140,28 @@ fn install(args: &[OsString]) -> i32 {
     };
     let dir = m.get_one::<PathBuf>("dir").expect("required");
     if let Err(e) = std::fs::create_dir_all(dir) {
-        eprintln!("sexton install: cannot create {}: {e}", dir.display());
+        stderr_line(&format!("sexton install: cannot create {}: {e}", dir.display()));
         return 1;
     }
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("sexton install: cannot find my own executable (is /proc mounted?): {e}");
+            stderr_line(&format!(
+                "sexton install: cannot find my own executable (is /proc mounted?): {e}"
+            ));
             return 1;
         }
     };
     match crate::fsutil::atomic_copy(&exe, dir, "sexton", 0o755) {
         Ok(n) => {
-            println!(
+            stdout_line(&format!(
                 "sexton install: installed {} ({n} bytes)",
                 dir.join("sexton").display()
-            );
+            ));
             0
         }
         Err(e) => {
-            eprintln!("sexton install: cannot install into {}: {e}", dir.display());
+            stderr_line(&format!("sexton install: cannot install into {}: {e}", dir.display()));
             1
         }
     }

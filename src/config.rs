@@ -10,7 +10,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
+pub use crate::signal::Signal;
 
 pub use crate::probe::{HttpUrl, Probe};
 
@@ -331,9 +331,12 @@ impl Config {
         lookup: impl Fn(&str) -> Option<Raw>,
         command: Vec<OsString>,
     ) -> Result<Config, ConfigError> {
+        // An environment variable set to blanks counts as unset, as in kubexit (which reads
+        // `KUBEXIT_GRAVEYARD=""` as the default `/graveyard`), so sexton is a drop-in.
         let get = |id: &str| -> (Raw, &'static Setting) {
             let s = setting(id);
-            let raw = lookup(id).unwrap_or_else(|| Raw {
+            let given = lookup(id).filter(|r| r.origin != Origin::Env || !r.value.trim().is_empty());
+            let raw = given.unwrap_or_else(|| Raw {
                 value: s.default.unwrap_or("").to_string(),
                 origin: Origin::Default,
             });
@@ -359,11 +362,12 @@ impl Config {
         let name = raw.value.trim().to_string();
         validate_name(&name).map_err(|p| err(s, &raw, p))?;
 
+        // paths are trimmed like every other value (`" /graveyard"` is not relative)
         let (raw, s) = get("graveyard");
-        if raw.value.is_empty() {
+        if raw.value.trim().is_empty() {
             return Err(err(s, &raw, "must not be empty".into()));
         }
-        let graveyard = PathBuf::from(&raw.value);
+        let graveyard = PathBuf::from(raw.value.trim());
 
         let (raw, s) = get("death_deps");
         let death_deps = parse_dep_list(&raw.value, &name).map_err(|p| err(s, &raw, p))?;
@@ -726,23 +730,9 @@ fn trim_float(v: f64) -> String {
     s.to_string()
 }
 
-/// A signal by name (`SIGTERM`, `TERM`, `term`) or number (`15`).
+/// A signal by name (`SIGTERM`, `TERM`, `term`, `SIGRTMIN+3`) or number (`15`).
 pub fn parse_signal(s: &str) -> Result<Signal, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("empty signal name".into());
-    }
-    if let Ok(n) = t.parse::<i32>() {
-        return Signal::try_from(n).map_err(|_| format!("{n} is not a signal number"));
-    }
-    let upper = t.to_ascii_uppercase();
-    let full = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
-    full.parse::<Signal>()
-        .map_err(|_| format!("unknown signal {t:?}; use a name such as SIGTERM, SIGINT, SIGQUIT"))
+    Signal::parse(s)
 }
 
 pub fn parse_bool(s: &str) -> Result<bool, String> {
@@ -851,11 +841,6 @@ mod tests {
                 &[("name", "a"), ("grace_period", "-1s")],
                 &["x"],
                 "must not be negative",
-            ),
-            (
-                &[("name", "a"), ("birth_timeout", "")],
-                &["x"],
-                "invalid KUBEXIT_BIRTH_TIMEOUT=\"\": empty duration",
             ),
             (
                 &[("name", "a"), ("term_signal", "SIGFOO")],
@@ -985,11 +970,6 @@ mod tests {
                 &["x"],
                 "invalid KUBEXIT_LOG_LEVEL=\"loud\"",
             ),
-            (
-                &[("name", "a"), ("graveyard", "")],
-                &["x"],
-                "invalid KUBEXIT_GRAVEYARD",
-            ),
             (&[("name", "a")], &[], "COMMAND: no command given"),
             (&[("name", "a")], &[""], "COMMAND: no command given"),
         ];
@@ -998,6 +978,44 @@ mod tests {
             assert!(e.contains(want), "{pairs:?}: got {e:?}, want {want:?}");
             assert!(!e.contains('\n'), "one line: {e:?}");
         }
+    }
+
+    #[test]
+    fn blank_env_is_unset_and_paths_are_trimmed() {
+        let c = cfg(
+            &[
+                ("name", " a "),
+                ("graveyard", ""),
+                ("grace_period", " "),
+                ("term_signal", ""),
+                ("watch", ""),
+                ("log_level", "  "),
+            ],
+            &["x"],
+        )
+        .unwrap();
+        assert_eq!(c.graveyard, PathBuf::from("/graveyard"));
+        assert_eq!(c.grace_period, Duration::from_secs(30));
+        assert_eq!(c.term_signal, Signal::SIGTERM);
+        assert_eq!(c.watch, WatchMode::Auto);
+        let c = cfg(&[("name", "a"), ("graveyard", " /abs/g \t")], &["x"]).unwrap();
+        assert_eq!(c.graveyard, PathBuf::from("/abs/g"));
+        // still required
+        let e = cfg(&[("name", " ")], &["x"]).unwrap_err().to_string();
+        assert!(e.starts_with("KUBEXIT_NAME: required"), "{e}");
+        // a blank flag is not "unset": it is an explicit, empty value
+        let e = Config::from_lookup(
+            |id| {
+                Some(Raw {
+                    value: if id == "name" { "a".into() } else if id == "graveyard" { " ".into() } else { return None },
+                    origin: Origin::Flag,
+                })
+            },
+            vec!["x".into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("invalid --graveyard"), "{e}");
     }
 
     #[test]

@@ -1,40 +1,63 @@
 //! The supervisor's decision logic, with no I/O: it is told what was observed (dependency
 //! states, signals, the child's fate, the clock) and answers with actions for the OS glue
 //! to carry out (spawn, signal, kill, finish with an exit code). Every rule of the
-//! behaviour spec that is a decision lives here and is table-tested below.
+//! behaviour spec that is a decision lives here and is table- and property-tested below.
+//!
+//! Invariants (checked by the property tests):
+//! - the child is signalled only between its spawn and the reaping of its status;
+//! - while the child is being stopped there is always a deadline, so every run ends;
+//! - a dependency seen dead stays dead (a later record may only update its exit code);
+//! - the exit code follows the documented rules.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
-
 use crate::config::{Config, DeathTrigger, DepExitCode};
+pub use crate::signal::Signal;
+use crate::tombstone::Tombstone;
+
+/// How long to wait for the child's exit after SIGKILL before giving up on it. The kernel
+/// acts on SIGKILL at once unless the process sleeps uninterruptibly (a hung NFS read).
+pub const KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// What a dependency's lock says (see `fsutil::lock_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lock {
     Held,
     Free,
-    /// No lock file (not started yet, or a kubexit container), or locks do not work on the
-    /// graveyard's filesystem: says nothing.
+    /// No lock file (not started yet, or a kubexit container), it cannot be opened, or
+    /// locks do not work on the graveyard's filesystem: says nothing.
     Unknown,
 }
 
-/// The rule that turns a tombstone (if any) and the lock into a dependency state:
-/// `Died` means dead; born without `Died` and with a free lock means its whole container
-/// was killed before recording its death; a lock alone (no `Born`) or no tombstone means
-/// not started yet. The lock is only consulted when it matters (`lock` is lazy).
-pub fn classify(
-    tombstone: Option<&crate::tombstone::Tombstone>,
-    lock: impl FnOnce() -> Lock,
-) -> DepState {
-    match tombstone {
-        None => DepState::Absent,
-        Some(t) if t.is_dead() => DepState::Dead {
+/// What a dependency's tombstone file holds.
+#[derive(Debug, Clone, Copy)]
+pub enum Record<'a> {
+    Absent,
+    /// Exists but cannot be used (partial, garbage, not a regular file, too large).
+    Unreadable,
+    Found(&'a Tombstone),
+}
+
+/// The rule that turns a tombstone record and the lock into a dependency state:
+/// - `Died` in the tombstone: dead, with its exit code;
+/// - otherwise a lock file that exists and is free: dead, exit code unknown. Lock files
+///   are created locked and only then linked into place (`fsutil::acquire_lock`), so a
+///   free one proves that a supervisor held it and is gone: killed before it could record
+///   its death, even before it wrote `Born` (no grace period is needed for that);
+/// - otherwise no tombstone: not started yet; an unreadable one: not dead, not ready;
+///   `Born` without `Died`: alive.
+///
+/// The lock is only probed when the tombstone does not decide alone (`lock` is lazy).
+pub fn classify(record: Record<'_>, lock: impl FnOnce() -> Lock) -> DepState {
+    match record {
+        Record::Found(t) if t.is_dead() => DepState::Dead {
             exit_code: t.exit_code,
         },
-        Some(t) if t.born.is_some() && lock() == Lock::Free => DepState::Dead { exit_code: None },
-        Some(t) => DepState::Alive {
+        _ if lock() == Lock::Free => DepState::Dead { exit_code: None },
+        Record::Absent => DepState::Absent,
+        Record::Unreadable => DepState::Unreadable,
+        Record::Found(t) => DepState::Alive {
             ready: t.ready.is_some(),
         },
     }
@@ -56,9 +79,34 @@ pub enum DepState {
     },
 }
 
+impl DepState {
+    /// A state seen dead stays dead: a tombstone that disappears (graveyard wiped), a
+    /// lock file that is gone or an unreadable record does not bring a dependency back.
+    /// A later observation may bring a newer death record (a restarted container died
+    /// again) or fill in an unknown exit code; and where restarts are expected
+    /// (`restarts`: KUBEXIT_DEATH_TRIGGER=success, for restartPolicy OnFailure) a failed
+    /// dependency that is alive again was restarted.
+    fn merge(&self, new: DepState, restarts: bool) -> DepState {
+        match (self, new) {
+            (DepState::Dead { exit_code: Some(c) }, DepState::Dead { exit_code: None }) => {
+                DepState::Dead { exit_code: Some(*c) }
+            }
+            (DepState::Dead { .. }, new @ DepState::Dead { .. }) => new,
+            (DepState::Dead { exit_code }, new @ DepState::Alive { .. })
+                if restarts && *exit_code != Some(0) =>
+            {
+                new
+            }
+            (old @ DepState::Dead { .. }, _) => old.clone(),
+            (_, new) => new,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChildStatus {
     Exited(i32),
+    /// Killed by this signal (any number, real-time ones included).
     Signaled(Signal),
 }
 
@@ -67,7 +115,7 @@ impl ChildStatus {
     pub fn code(self) -> i32 {
         match self {
             ChildStatus::Exited(c) => c,
-            ChildStatus::Signaled(s) => 128 + s as i32,
+            ChildStatus::Signaled(s) => 128 + s.number(),
         }
     }
 }
@@ -94,11 +142,22 @@ pub enum Reason {
     TerminatedBeforeStart,
     /// Birth dependencies were not ready in time: the child was never started.
     BirthTimeout,
+    /// A birth dependency died (or its container terminated) before it was ready: the
+    /// child was never started.
+    BirthDependencyDied,
+    /// A birth dependency is not a container of this pod: the child was never started.
+    BirthDependencyUnknown,
     /// The Kubernetes API refused to tell whether birth dependencies are ready (403 and
     /// the like): the child was never started.
     BirthApiError,
+    /// `Born` could not be recorded in the graveyard (full, read-only, a directory in the
+    /// way): the child was never started, since peers could not see it.
+    BirthNotRecorded,
     /// The command could not be executed.
     SpawnFailed,
+    /// The child could not be stopped (it runs with other credentials, or does not die
+    /// on SIGKILL) and sexton, not being PID 1, exited leaving it behind.
+    ChildNotStopped,
 }
 
 impl Reason {
@@ -110,8 +169,12 @@ impl Reason {
             Reason::DependencyDeadBeforeStart => "dependency-dead-before-start",
             Reason::TerminatedBeforeStart => "terminated-before-start",
             Reason::BirthTimeout => "birth-timeout",
+            Reason::BirthDependencyDied => "birth-dependency-died",
+            Reason::BirthDependencyUnknown => "birth-dependency-unknown",
             Reason::BirthApiError => "birth-api-error",
+            Reason::BirthNotRecorded => "birth-not-recorded",
             Reason::SpawnFailed => "spawn-failed",
+            Reason::ChildNotStopped => "child-not-stopped",
         }
     }
 }
@@ -129,7 +192,8 @@ pub struct Outcome {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Start the child now.
+    /// Record `Born` durably, then start the child; report with `on_spawned`,
+    /// `on_spawn_failed` or `on_birth_not_recorded`.
     Spawn,
     /// Send `signal` to the child (or its process group when `group`).
     Signal {
@@ -137,31 +201,12 @@ pub enum Action {
         group: bool,
         why: String,
     },
-    /// SIGKILL the child's process group (grace period over).
+    /// SIGKILL the child's process group (grace period over); report a failure with
+    /// `on_kill_failed`.
     Kill { why: String },
     /// Record the death and exit with the outcome's code.
     Finish(Outcome),
 }
-
-/// Signals forwarded to the child. Never SIGCHLD, never runtime-internal ones.
-pub const FORWARDED: &[Signal] = &[
-    Signal::SIGTERM,
-    Signal::SIGINT,
-    Signal::SIGHUP,
-    Signal::SIGQUIT,
-    Signal::SIGUSR1,
-    Signal::SIGUSR2,
-    Signal::SIGWINCH,
-    Signal::SIGCONT,
-];
-
-/// Signals that end the container while it waits to start the child.
-const TERMINATING: &[Signal] = &[
-    Signal::SIGTERM,
-    Signal::SIGINT,
-    Signal::SIGQUIT,
-    Signal::SIGHUP,
-];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -176,10 +221,13 @@ pub struct Policy {
     /// Readiness of birth deps comes from the pod's status in the Kubernetes API
     /// (`containerStatuses[].ready`), not from tombstones.
     pub birth_via_api: bool,
+    /// sexton is PID 1 of its PID namespace: when it exits, the kernel kills every other
+    /// process of the namespace, the child included.
+    pub pid1: bool,
 }
 
 impl Policy {
-    pub fn from_config(c: &Config) -> Policy {
+    pub fn from_config(c: &Config, pid1: bool) -> Policy {
         Policy {
             death_deps: c.death_deps.clone(),
             birth_deps: c.birth_deps.clone(),
@@ -190,8 +238,21 @@ impl Policy {
             dep_exit_code: c.dep_exit_code,
             death_trigger: c.death_trigger,
             birth_via_api: c.pod.is_some() && !c.birth_deps.is_empty(),
+            pid1,
         }
     }
+}
+
+/// The pod as the Kubernetes API shows it, for birth dependencies in API mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodView {
+    /// Names of every container of the pod spec (init containers included); empty when
+    /// the spec was not seen.
+    pub containers: Vec<String>,
+    /// Containers whose status says `ready: true`.
+    pub ready: Vec<String>,
+    /// Containers whose current state is `terminated`, with the exit code.
+    pub terminated: Vec<(String, Option<i32>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,11 +262,15 @@ pub enum Phase {
     WaitingBirth {
         deadline: Instant,
     },
+    /// `Spawn` was asked for; the glue records `Born` and starts the child.
+    Starting,
     Running,
     Stopping {
         dep: String,
         kill_at: Instant,
         killed: bool,
+        /// After SIGKILL (sent or refused): when to stop waiting for the child.
+        give_up_at: Option<Instant>,
     },
     Finished,
 }
@@ -216,7 +281,9 @@ pub struct Core {
     phase: Phase,
     deps: BTreeMap<String, DepState>,
     /// Birth deps the API says are ready (when `birth_via_api`).
-    api_ready: std::collections::BTreeSet<String>,
+    api_ready: BTreeSet<String>,
+    /// Why the API could not be read so far, until it answers once.
+    api_problem: Option<String>,
 }
 
 impl Core {
@@ -226,6 +293,7 @@ impl Core {
             phase: Phase::Created,
             deps: BTreeMap::new(),
             api_ready: Default::default(),
+            api_problem: None,
         }
     }
 
@@ -259,6 +327,19 @@ impl Core {
             .any(|d| d == name)
     }
 
+    /// Whether a dependency's lock is worth a waiting thread now: a death dependency
+    /// before the child has ended, or a birth dependency still waited for.
+    pub fn wants_lock_watch(&self, name: &str) -> bool {
+        let waiting = matches!(self.phase, Phase::Created | Phase::WaitingBirth { .. });
+        let live = waiting || matches!(self.phase, Phase::Starting | Phase::Running);
+        (live && self.is_death_dep(name))
+            || (waiting && self.tombstone_birth_deps().iter().any(|d| d == name))
+    }
+
+    fn is_death_dep(&self, name: &str) -> bool {
+        self.policy.death_deps.iter().any(|d| d == name)
+    }
+
     /// Birth deps whose readiness comes from their tombstones (none in API mode).
     fn tombstone_birth_deps(&self) -> &[String] {
         if self.policy.birth_via_api {
@@ -281,6 +362,7 @@ impl Core {
                 killed: false,
                 ..
             } => Some(*kill_at),
+            Phase::Stopping { give_up_at, .. } => *give_up_at,
             _ => None,
         }
     }
@@ -302,6 +384,24 @@ impl Core {
             .cloned()
     }
 
+    /// Whether restarts of failed containers are expected (KUBEXIT_DEATH_TRIGGER=success
+    /// is for restartPolicy OnFailure).
+    fn restarts(&self) -> bool {
+        self.policy.death_trigger == DeathTrigger::Success
+    }
+
+    /// A birth dependency (read from tombstones) whose death is final: it will not become
+    /// ready. Where restarts are expected, only an exit with 0 is final.
+    fn dead_birth_dep(&self) -> Option<String> {
+        self.tombstone_birth_deps()
+            .iter()
+            .find(|d| match self.dep_state(d) {
+                DepState::Dead { exit_code } => !self.restarts() || *exit_code == Some(0),
+                _ => false,
+            })
+            .cloned()
+    }
+
     /// Birth deps not ready yet, in configured order.
     pub fn not_ready(&self) -> Vec<String> {
         self.policy
@@ -318,17 +418,53 @@ impl Core {
             .collect()
     }
 
-    /// The API says exactly these containers of the pod are ready now.
-    pub fn on_api_ready(&mut self, ready: &[String], _now: Instant) -> Vec<Action> {
-        self.api_ready = ready
+    /// The API shows the pod: which containers exist, are ready, have terminated.
+    pub fn on_pod(&mut self, pod: &PodView, _now: Instant) -> Vec<Action> {
+        self.api_problem = None;
+        self.api_ready = pod
+            .ready
             .iter()
             .filter(|r| self.policy.birth_deps.contains(r))
             .cloned()
             .collect();
-        match self.phase {
-            Phase::WaitingBirth { .. } if self.not_ready().is_empty() => self.spawn(),
-            _ => vec![],
+        if !matches!(self.phase, Phase::WaitingBirth { .. }) {
+            return vec![];
         }
+        let unknown = self
+            .policy
+            .birth_deps
+            .iter()
+            .find(|d| !pod.containers.is_empty() && !pod.containers.contains(d));
+        if let Some(dep) = unknown {
+            let msg = format!(
+                "birth dependency {dep:?} is not a container of this pod (its containers: {}); fix KUBEXIT_BIRTH_DEPS; not starting the child",
+                pod.containers.join(", ")
+            );
+            return self.not_started(Reason::BirthDependencyUnknown, 1, None, msg);
+        }
+        let ended = pod.terminated.iter().find(|(name, _)| {
+            self.policy.birth_deps.contains(name) && !self.api_ready.contains(name)
+        });
+        if let Some((dep, code)) = ended {
+            let msg = format!(
+                "birth dependency {dep:?} terminated ({}) before it was ready; not starting the child",
+                match code {
+                    Some(c) => format!("exit code {c}"),
+                    None => "exit code unknown".into(),
+                }
+            );
+            return self.not_started(Reason::BirthDependencyDied, 1, None, msg);
+        }
+        if self.not_ready().is_empty() {
+            self.spawn()
+        } else {
+            vec![]
+        }
+    }
+
+    /// The API could not be reached (yet): remembered for the birth-timeout message.
+    pub fn on_api_unreachable(&mut self, problem: String) {
+        self.api_problem = Some(problem);
     }
 
     /// The API cannot be asked (forbidden, misconfigured): waiting would only end in the
@@ -346,11 +482,16 @@ impl Core {
     }
 
     fn describe_dead(&self, dep: &str) -> String {
+        format!("death dependency {dep:?} {}", self.describe_death(dep))
+    }
+
+    /// "died with exit code 3" or "died (exit code unknown)".
+    fn describe_death(&self, dep: &str) -> String {
         match self.dep_state(dep) {
-            DepState::Dead { exit_code: Some(c) } => {
-                format!("death dependency {dep:?} died with exit code {c}")
-            }
-            _ => format!("death dependency {dep:?} died (exit code unknown)"),
+            DepState::Dead {
+                exit_code: Some(c),
+            } => format!("died with exit code {c}"),
+            _ => "died (exit code unknown)".into(),
         }
     }
 
@@ -358,8 +499,8 @@ impl Core {
         match (self.policy.dep_exit_code, status) {
             (DepExitCode::Zero, _) => 0,
             (DepExitCode::Child, Some(s)) => s.code(),
-            // never started: as if the termination signal had ended it
-            (DepExitCode::Child, None) => 128 + self.policy.term_signal as i32,
+            // never started, or never reaped: as if the termination signal had ended it
+            (DepExitCode::Child, None) => 128 + self.policy.term_signal.number(),
         }
     }
 
@@ -385,22 +526,41 @@ impl Core {
     }
 
     fn spawn(&mut self) -> Vec<Action> {
-        self.phase = Phase::Running;
+        self.phase = Phase::Starting;
         vec![Action::Spawn]
     }
 
-    /// Called once, after the first scan of the graveyard has been fed in.
+    /// Ends the wait without starting the child if a death dependency or a birth
+    /// dependency is dead; `when` says at which point (for the message).
+    fn end_if_deps_dead(&mut self, when: &str) -> Option<Vec<Action>> {
+        if let Some(dep) = self.dead_death_dep() {
+            let msg = format!("{} {when}", self.describe_dead(&dep));
+            let code = self.code_when_stopped(None);
+            return Some(self.not_started(
+                Reason::DependencyDeadBeforeStart,
+                code,
+                Some(dep),
+                msg,
+            ));
+        }
+        if let Some(dep) = self.dead_birth_dep() {
+            let msg = format!(
+                "birth dependency {dep:?} {} before it was ready; not starting the child",
+                self.describe_death(&dep)
+            );
+            return Some(self.not_started(Reason::BirthDependencyDied, 1, None, msg));
+        }
+        None
+    }
+
+    /// Called once, after the first scan of the graveyard (and any signal already
+    /// received) has been fed in.
     pub fn start(&mut self, now: Instant) -> Vec<Action> {
         if self.phase != Phase::Created {
             return vec![];
         }
-        if let Some(dep) = self.dead_death_dep() {
-            let msg = format!(
-                "{} before the child was started; not starting it",
-                self.describe_dead(&dep)
-            );
-            let code = self.code_when_stopped(None);
-            return self.not_started(Reason::DependencyDeadBeforeStart, code, Some(dep), msg);
+        if let Some(actions) = self.end_if_deps_dead("before the child was started; not starting it") {
+            return actions;
         }
         if self.not_ready().is_empty() {
             return self.spawn();
@@ -411,29 +571,45 @@ impl Core {
         vec![]
     }
 
-    /// A dependency's state changed (or was re-read).
+    /// The child was started (after `Spawn`).
+    pub fn on_spawned(&mut self, now: Instant) -> Vec<Action> {
+        if self.phase != Phase::Starting {
+            return vec![];
+        }
+        self.phase = Phase::Running;
+        match self.dead_death_dep() {
+            Some(dep) => self.stop(dep, now),
+            None => vec![],
+        }
+    }
+
+    /// `Born` could not be recorded: peers could never see this container, so the child
+    /// is not started.
+    pub fn on_birth_not_recorded(&mut self, problem: String) -> Vec<Action> {
+        if self.phase != Phase::Starting {
+            return vec![];
+        }
+        let msg = format!("cannot record Born in the graveyard: {problem}; not starting the child");
+        self.not_started(Reason::BirthNotRecorded, 2, None, msg)
+    }
+
+    /// A dependency's state was (re-)read.
     pub fn on_dep(&mut self, name: &str, state: DepState, now: Instant) -> Vec<Action> {
         if !self.is_watched(name) {
             return vec![];
         }
+        let state = self.dep_state(name).merge(state, self.restarts());
         self.deps.insert(name.to_string(), state.clone());
-        let is_death_dep = self.policy.death_deps.iter().any(|d| d == name);
-        let fired = is_death_dep && self.is_trigger(&state);
-        match self.phase.clone() {
-            Phase::Created | Phase::Finished | Phase::Stopping { .. } => vec![],
+        let fired = self.is_death_dep(name) && self.is_trigger(&state);
+        match self.phase {
+            Phase::Created | Phase::Starting | Phase::Finished | Phase::Stopping { .. } => {
+                vec![]
+            }
             Phase::WaitingBirth { .. } => {
-                if fired {
-                    let msg = format!(
-                        "{} while waiting for birth dependencies; not starting the child",
-                        self.describe_dead(name)
-                    );
-                    let code = self.code_when_stopped(None);
-                    return self.not_started(
-                        Reason::DependencyDeadBeforeStart,
-                        code,
-                        Some(name.to_string()),
-                        msg,
-                    );
+                if let Some(actions) =
+                    self.end_if_deps_dead("while waiting for birth dependencies; not starting the child")
+                {
+                    return actions;
                 }
                 if self.not_ready().is_empty() {
                     self.spawn()
@@ -441,87 +617,150 @@ impl Core {
                     vec![]
                 }
             }
-            Phase::Running => {
-                if !fired {
-                    return vec![];
-                }
-                let kill_at = now + self.policy.grace_period;
-                self.phase = Phase::Stopping {
-                    dep: name.to_string(),
-                    kill_at,
-                    killed: false,
-                };
-                let mut actions = vec![Action::Signal {
-                    signal: self.policy.term_signal,
-                    group: self.policy.signal_group,
-                    why: self.describe_dead(name),
-                }];
-                actions.extend(self.tick(now));
-                actions
-            }
+            Phase::Running if fired => self.stop(name.to_string(), now),
+            Phase::Running => vec![],
         }
+    }
+
+    /// A death dependency died while the child runs: the termination signal now, SIGKILL
+    /// after the grace period.
+    fn stop(&mut self, dep: String, now: Instant) -> Vec<Action> {
+        let why = self.describe_dead(&dep);
+        self.phase = Phase::Stopping {
+            dep,
+            kill_at: now + self.policy.grace_period,
+            killed: false,
+            give_up_at: None,
+        };
+        let mut actions = vec![Action::Signal {
+            signal: self.policy.term_signal,
+            group: self.policy.signal_group,
+            why,
+        }];
+        actions.extend(self.tick(now));
+        actions
     }
 
     /// A signal arrived for the wrapper (SIGCHLD is handled by the glue, never here).
     pub fn on_signal(&mut self, sig: Signal, _now: Instant) -> Vec<Action> {
         match self.phase {
-            Phase::Created | Phase::WaitingBirth { .. } => {
-                if TERMINATING.contains(&sig) {
-                    let msg = format!(
-                        "received {} before the child was started; not starting it",
-                        sig.as_str()
-                    );
-                    self.not_started(Reason::TerminatedBeforeStart, 128 + sig as i32, None, msg)
+            Phase::Created | Phase::WaitingBirth { .. } | Phase::Starting => {
+                if sig.ends_wait() {
+                    let msg = format!("received {sig} before the child was started; not starting it");
+                    self.not_started(Reason::TerminatedBeforeStart, 128 + sig.number(), None, msg)
                 } else {
                     vec![]
                 }
             }
-            Phase::Running | Phase::Stopping { .. } => {
-                if FORWARDED.contains(&sig) {
-                    vec![Action::Signal {
-                        signal: sig,
-                        group: self.policy.signal_group,
-                        why: format!("forwarding {}", sig.as_str()),
-                    }]
-                } else {
-                    vec![]
-                }
+            Phase::Running | Phase::Stopping { .. } if sig.is_forwarded() => {
+                vec![Action::Signal {
+                    signal: sig,
+                    group: self.policy.signal_group,
+                    why: format!("forwarding {sig}"),
+                }]
             }
-            Phase::Finished => vec![],
+            _ => vec![],
         }
     }
 
-    /// Timers: birth timeout, end of the grace period.
+    /// Timers: birth timeout, end of the grace period, end of the wait after SIGKILL.
     pub fn tick(&mut self, now: Instant) -> Vec<Action> {
         match self.phase.clone() {
             Phase::WaitingBirth { deadline } if now >= deadline => {
                 let missing = self.not_ready().join(", ");
-                let msg = format!(
-                    "birth dependencies not ready after {}: {missing}; not starting the child",
+                let mut msg = format!(
+                    "birth dependencies not ready after {}: {missing}",
                     crate::config::format_go_duration(self.policy.birth_timeout)
                 );
+                if let Some(problem) = &self.api_problem {
+                    msg.push_str(&format!(
+                        "; the Kubernetes API was never reached ({problem})"
+                    ));
+                }
+                msg.push_str("; not starting the child");
                 self.not_started(Reason::BirthTimeout, 1, None, msg)
             }
             Phase::Stopping {
                 dep,
                 kill_at,
                 killed: false,
+                ..
             } if now >= kill_at => {
                 self.phase = Phase::Stopping {
                     dep,
                     kill_at,
                     killed: true,
+                    give_up_at: Some(now + KILL_WAIT),
                 };
                 vec![Action::Kill {
                     why: format!(
                         "grace period of {} expired after {}",
                         crate::config::format_go_duration(self.policy.grace_period),
-                        self.policy.term_signal.as_str()
+                        self.policy.term_signal
                     ),
                 }]
             }
+            Phase::Stopping {
+                dep,
+                give_up_at: Some(t),
+                ..
+            } if now >= t => self.give_up(
+                dep,
+                format!(
+                    "the child did not exit within {} after SIGKILL",
+                    crate::config::format_go_duration(KILL_WAIT)
+                ),
+            ),
             _ => vec![],
         }
+    }
+
+    /// SIGKILL could not be delivered (the child runs with other credentials). As PID 1,
+    /// exiting ends the child anyway (the kernel kills the rest of the namespace), so end
+    /// now; otherwise give the child a last moment to exit, then leave it behind.
+    pub fn on_kill_failed(&mut self, problem: String, now: Instant) -> Vec<Action> {
+        let Phase::Stopping { dep, kill_at, .. } = self.phase.clone() else {
+            return vec![];
+        };
+        if self.policy.pid1 {
+            return self.give_up(dep, format!("SIGKILL failed ({problem})"));
+        }
+        self.phase = Phase::Stopping {
+            dep,
+            kill_at,
+            killed: true,
+            give_up_at: Some(now + KILL_WAIT),
+        };
+        vec![]
+    }
+
+    /// The child cannot be stopped. As PID 1 the container ends with the code it would
+    /// have had (the kernel kills the child when PID 1 exits); otherwise the child is left
+    /// running, which is an error.
+    fn give_up(&mut self, dep: String, why: String) -> Vec<Action> {
+        if self.policy.pid1 {
+            let exit_code = self.code_when_stopped(None);
+            let message = format!(
+                "child stopped because death dependency {dep:?} died, but {why}; exiting {exit_code} as PID 1, which makes the kernel kill the rest of the container"
+            );
+            return self.finish(Outcome {
+                exit_code,
+                reason: Reason::StoppedByDependency,
+                child_signal: None,
+                death_dep: Some(dep),
+                message,
+            });
+        }
+        let message = format!(
+            "death dependency {dep:?} died, but the child could not be stopped: {why}; exiting 1 and leaving it running (sexton is not PID 1, so nothing else will end it)"
+        );
+        self.finish(Outcome {
+            exit_code: 1,
+            reason: Reason::ChildNotStopped,
+            child_signal: None,
+            death_dep: Some(dep),
+            message,
+        })
     }
 
     /// The child's own exit status was reaped.
@@ -531,6 +770,7 @@ impl Core {
             ChildStatus::Exited(_) => None,
         };
         let outcome = match self.phase.clone() {
+            Phase::Finished => return vec![],
             Phase::Stopping { dep, .. } => {
                 let exit_code = self.code_when_stopped(Some(status));
                 Outcome {
@@ -564,6 +804,9 @@ impl Core {
     }
 
     pub fn on_spawn_failed(&mut self, failure: SpawnFailure, detail: String) -> Vec<Action> {
+        if self.phase != Phase::Starting {
+            return vec![];
+        }
         let exit_code = match failure {
             SpawnFailure::NotFound => 127,
             SpawnFailure::NotExecutable => 126,
@@ -581,14 +824,13 @@ impl Core {
 pub fn describe_status(s: ChildStatus) -> String {
     match s {
         ChildStatus::Exited(c) => format!("exited with code {c}"),
-        ChildStatus::Signaled(sig) => format!("was killed by {}", sig.as_str()),
+        ChildStatus::Signaled(sig) => format!("was killed by {sig}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tombstone::Tombstone;
 
     #[test]
     fn classify_tombstone_and_lock() {
@@ -618,8 +860,10 @@ mod tests {
             ..Default::default()
         };
         let cases: &[(Option<&Tombstone>, Lock, DepState)] = &[
-            (None, Lock::Free, DepState::Absent), // a lock file alone: not started yet
+            // a free lock file alone: its supervisor started and is gone
+            (None, Lock::Free, DepState::Dead { exit_code: None }),
             (None, Lock::Held, DepState::Absent),
+            (None, Lock::Unknown, DepState::Absent),
             (Some(&born), Lock::Held, DepState::Alive { ready: false }),
             (Some(&born), Lock::Unknown, DepState::Alive { ready: false }), // kubexit dep
             (Some(&born), Lock::Free, DepState::Dead { exit_code: None }),
@@ -640,14 +884,22 @@ mod tests {
                 Lock::Unknown,
                 DepState::Dead { exit_code: Some(0) },
             ),
-            (Some(&no_born), Lock::Free, DepState::Alive { ready: true }),
+            (Some(&no_born), Lock::Free, DepState::Dead { exit_code: None }),
+            (Some(&no_born), Lock::Held, DepState::Alive { ready: true }),
         ];
         for (t, lock, want) in cases {
-            assert_eq!(&classify(*t, || *lock), want, "{t:?} {lock:?}");
+            let record = t.map_or(Record::Absent, Record::Found);
+            assert_eq!(&classify(record, || *lock), want, "{t:?} {lock:?}");
         }
+        // an unreadable tombstone says nothing; a free lock beside it still proves death
+        assert_eq!(classify(Record::Unreadable, || Lock::Held), DepState::Unreadable);
+        assert_eq!(classify(Record::Unreadable, || Lock::Unknown), DepState::Unreadable);
+        assert_eq!(
+            classify(Record::Unreadable, || Lock::Free),
+            DepState::Dead { exit_code: None }
+        );
         // the lock is not probed when the tombstone decides alone
-        classify(Some(&died), || panic!("probed"));
-        classify(None, || panic!("probed"));
+        classify(Record::Found(&died), || panic!("probed"));
     }
 
     fn policy() -> Policy {
@@ -661,6 +913,7 @@ mod tests {
             dep_exit_code: DepExitCode::Zero,
             death_trigger: DeathTrigger::Any,
             birth_via_api: false,
+            pid1: true,
         }
     }
 
@@ -682,19 +935,77 @@ mod tests {
         assert!(c.start(t0).is_empty());
         assert_eq!(c.not_ready(), vec!["proxy", "db"]);
         assert!(
-            c.on_api_ready(&["proxy".into(), "unrelated".into()], t0)
+            c.on_pod(&pod(&["proxy", "unrelated"], &[]), t0)
                 .is_empty()
         );
         assert_eq!(c.not_ready(), vec!["db"]);
         // readiness can be lost again
-        assert!(c.on_api_ready(&["db".into()], t0).is_empty());
+        assert!(c.on_pod(&pod(&["db"], &[]), t0).is_empty());
         assert_eq!(c.not_ready(), vec!["proxy"]);
         assert_eq!(
-            c.on_api_ready(&["db".into(), "proxy".into()], t0),
+            c.on_pod(&pod(&["db", "proxy"], &[]), t0),
             vec![Action::Spawn]
         );
         // once running, API errors change nothing
         assert!(c.on_api_error("boom".into()).is_empty());
+    }
+
+    /// A pod with containers main, proxy, db and unrelated.
+    fn pod(ready: &[&str], terminated: &[(&str, Option<i32>)]) -> PodView {
+        PodView {
+            containers: ["main", "proxy", "db", "unrelated"].map(String::from).to_vec(),
+            ready: ready.iter().map(|s| s.to_string()).collect(),
+            terminated: terminated.iter().map(|(n, c)| (n.to_string(), *c)).collect(),
+        }
+    }
+
+    #[test]
+    fn api_birth_dep_terminated_or_unknown_ends_the_wait_at_once() {
+        let t0 = Instant::now();
+        let waiting = |deps: &[&str]| {
+            let mut c = Core::new(Policy {
+                birth_deps: deps.iter().map(|s| s.to_string()).collect(),
+                birth_via_api: true,
+                ..policy()
+            });
+            assert!(c.start(t0).is_empty());
+            c
+        };
+        let o = finish(&waiting(&["proxy"]).on_pod(&pod(&[], &[("proxy", Some(127))]), t0)).clone();
+        assert_eq!((o.reason, o.exit_code), (Reason::BirthDependencyDied, 1));
+        assert!(o.message.contains("\"proxy\" terminated (exit code 127)"), "{}", o.message);
+        let o = finish(&waiting(&["proxi"]).on_pod(&pod(&[], &[]), t0)).clone();
+        assert_eq!((o.reason, o.exit_code), (Reason::BirthDependencyUnknown, 1));
+        assert!(o.message.contains("\"proxi\" is not a container") && o.message.contains("main, proxy"), "{}", o.message);
+        // a spec not seen yet (no container names) proves nothing
+        assert!(waiting(&["proxi"]).on_pod(&PodView::default(), t0).is_empty());
+        // an unrelated container's end changes nothing
+        assert!(waiting(&["proxy"]).on_pod(&pod(&[], &[("db", Some(1))]), t0).is_empty());
+    }
+
+    #[test]
+    fn api_never_reached_is_named_in_the_timeout() {
+        let t0 = Instant::now();
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into()],
+            birth_via_api: true,
+            ..policy()
+        });
+        c.start(t0);
+        c.on_api_unreachable("https://10.0.0.1:443: connection refused".into());
+        let o = finish(&c.tick(t0 + Duration::from_secs(30))).clone();
+        assert!(o.message.contains("never reached (https://10.0.0.1:443: connection refused)"), "{}", o.message);
+        // once it answered, the timeout is only about readiness
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["proxy".into()],
+            birth_via_api: true,
+            ..policy()
+        });
+        c.start(t0);
+        c.on_api_unreachable("refused".into());
+        c.on_pod(&pod(&[], &[]), t0);
+        let o = finish(&c.tick(t0 + Duration::from_secs(30))).clone();
+        assert!(!o.message.contains("never reached"), "{}", o.message);
     }
 
     #[test]
@@ -735,6 +1046,8 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Core::new(p);
         assert_eq!(c.start(t0), vec![Action::Spawn]);
+        assert_eq!(c.phase(), &Phase::Starting);
+        assert!(c.on_spawned(t0).is_empty());
         (c, t0)
     }
 
@@ -750,6 +1063,8 @@ mod tests {
             let mut c = Core::new(policy());
             assert!(c.on_dep("main", state.clone(), t0).is_empty());
             assert_eq!(c.start(t0), vec![Action::Spawn], "{state:?}");
+            assert_eq!(c.phase(), &Phase::Starting);
+            assert!(c.on_spawned(t0).is_empty());
             assert_eq!(c.phase(), &Phase::Running);
         }
     }
@@ -821,7 +1136,7 @@ mod tests {
         assert!(c.tick(t0 + Duration::from_secs(9)).is_empty());
         let a = c.tick(t0 + Duration::from_secs(10));
         assert!(matches!(&a[..], [Action::Kill { why }] if why.contains("10s")));
-        assert_eq!(c.deadline(), None);
+        assert_eq!(c.deadline(), Some(t0 + Duration::from_secs(10) + KILL_WAIT));
         assert!(c.tick(t0 + Duration::from_secs(11)).is_empty(), "kill once");
         let o = finish(&c.on_child_exit(ChildStatus::Signaled(Signal::SIGKILL), t0)).clone();
         assert_eq!(o.exit_code, 0);
@@ -936,7 +1251,9 @@ mod tests {
             (SpawnFailure::NotFound, 127),
             (SpawnFailure::NotExecutable, 126),
         ] {
-            let (mut c, _) = running(policy());
+            let t0 = Instant::now();
+            let mut c = Core::new(policy());
+            assert_eq!(c.start(t0), vec![Action::Spawn]);
             let o = finish(&c.on_spawn_failed(f, "x".into())).clone();
             assert_eq!((o.exit_code, o.reason), (code, Reason::SpawnFailed));
         }
@@ -949,23 +1266,17 @@ mod tests {
                 signal_group: group,
                 ..policy()
             });
-            for &s in FORWARDED {
+            for s in Signal::forwarded() {
                 assert_eq!(
                     c.on_signal(s, t0),
                     vec![Action::Signal {
                         signal: s,
                         group,
-                        why: format!("forwarding {}", s.as_str())
+                        why: format!("forwarding {s}")
                     }]
                 );
             }
-            for s in [
-                Signal::SIGCHLD,
-                Signal::SIGURG,
-                Signal::SIGPIPE,
-                Signal::SIGALRM,
-                Signal::SIGTSTP,
-            ] {
+            for s in [Signal::SIGCHLD, Signal::SIGPIPE, Signal::SIGSEGV, Signal::SIGKILL] {
                 assert!(c.on_signal(s, t0).is_empty(), "{s:?} must not be forwarded");
             }
             c.on_dep("main", dead(Some(0)), t0);
@@ -1030,14 +1341,36 @@ mod tests {
                 .is_empty()
         );
         assert!(c.on_dep("db", DepState::Unreadable, t0).is_empty());
-        assert!(
-            c.on_dep("db", dead(Some(0)), t0).is_empty(),
-            "dead is not ready"
-        );
         assert_eq!(
             c.on_dep("db", DepState::Alive { ready: true }, t0),
             vec![Action::Spawn]
         );
+    }
+
+    #[test]
+    fn birth_dep_that_died_ends_the_wait_at_once() {
+        for (state, says) in [
+            (dead(Some(127)), "\"db\" died with exit code 127 before it was ready"),
+            (dead(None), "\"db\" died (exit code unknown) before it was ready"),
+        ] {
+            let t0 = Instant::now();
+            let mut c = Core::new(Policy {
+                birth_deps: vec!["db".into()],
+                ..policy()
+            });
+            assert!(c.start(t0).is_empty());
+            let o = finish(&c.on_dep("db", state, t0 + Duration::from_millis(1))).clone();
+            assert_eq!((o.reason, o.exit_code), (Reason::BirthDependencyDied, 1));
+            assert!(o.message.contains(says), "{}", o.message);
+        }
+        // already dead at start
+        let t0 = Instant::now();
+        let mut c = Core::new(Policy {
+            birth_deps: vec!["db".into()],
+            ..policy()
+        });
+        c.on_dep("db", dead(Some(1)), t0);
+        assert_eq!(finish(&c.start(t0)).reason, Reason::BirthDependencyDied);
     }
 
     #[test]
@@ -1091,7 +1424,7 @@ mod tests {
             } else {
                 let o = finish(&a);
                 assert_eq!(o.reason, Reason::TerminatedBeforeStart);
-                assert_eq!(o.exit_code, 128 + sig as i32);
+                assert_eq!(o.exit_code, 128 + sig.number());
                 assert!(
                     c.on_dep("proxy", DepState::Alive { ready: true }, t0)
                         .is_empty(),
@@ -1128,6 +1461,7 @@ mod tests {
             c.on_dep("main", DepState::Alive { ready: true }, t0),
             vec![Action::Spawn]
         );
+        assert!(c.on_spawned(t0).is_empty());
         assert_eq!(c.on_dep("main", dead(Some(0)), t0).len(), 1);
     }
 
@@ -1139,5 +1473,148 @@ mod tests {
         assert!(c.on_signal(Signal::SIGTERM, t0).is_empty());
         assert!(c.tick(t0 + Duration::from_secs(100)).is_empty());
         assert_eq!(c.deadline(), None);
+    }
+
+    #[test]
+    fn dead_stays_dead() {
+        for trigger in [DeathTrigger::Any, DeathTrigger::Success] {
+            let t0 = Instant::now();
+            let mut c = Core::new(Policy {
+                death_trigger: trigger,
+                birth_deps: vec!["db".into()],
+                ..policy()
+            });
+            c.start(t0);
+            c.on_dep("main", dead(Some(3)), t0);
+            for later in [DepState::Absent, DepState::Unreadable] {
+                c.on_dep("main", later, t0);
+                assert_eq!(c.dep_state("main"), &dead(Some(3)), "{trigger:?}");
+            }
+            // a known code is not forgotten when only the lock tells of a death
+            c.on_dep("main", dead(None), t0);
+            assert_eq!(c.dep_state("main"), &dead(Some(3)));
+            // alive again: a restart where restarts are expected, else impossible
+            c.on_dep("main", DepState::Alive { ready: true }, t0);
+            let want = match trigger {
+                DeathTrigger::Success => DepState::Alive { ready: true },
+                DeathTrigger::Any => dead(Some(3)),
+            };
+            assert_eq!(c.dep_state("main"), &want);
+        }
+        // a success is final even where restarts are expected
+        let (mut c, t0) = running(Policy {
+            death_trigger: DeathTrigger::Success,
+            ..policy()
+        });
+        assert_eq!(c.on_dep("main", dead(Some(0)), t0).len(), 1);
+        c.on_dep("main", DepState::Alive { ready: true }, t0);
+        assert_eq!(c.dep_state("main"), &dead(Some(0)));
+    }
+
+    #[test]
+    fn birth_dep_failure_under_restarts_is_waited_out() {
+        let t0 = Instant::now();
+        let mut c = Core::new(Policy {
+            death_trigger: DeathTrigger::Success,
+            birth_deps: vec!["db".into()],
+            ..policy()
+        });
+        c.start(t0);
+        assert!(c.on_dep("db", dead(Some(1)), t0).is_empty(), "it will be restarted");
+        assert_eq!(
+            c.on_dep("db", DepState::Alive { ready: true }, t0),
+            vec![Action::Spawn]
+        );
+        let mut c = Core::new(Policy {
+            death_trigger: DeathTrigger::Success,
+            birth_deps: vec!["db".into()],
+            ..policy()
+        });
+        c.start(t0);
+        assert_eq!(finish(&c.on_dep("db", dead(Some(0)), t0)).reason, Reason::BirthDependencyDied);
+    }
+
+    #[test]
+    fn signal_while_starting_wins_over_the_spawn() {
+        let t0 = Instant::now();
+        let mut c = Core::new(policy());
+        assert_eq!(c.start(t0), vec![Action::Spawn]);
+        assert!(c.on_signal(Signal::SIGUSR1, t0).is_empty(), "not a stop signal");
+        let rtmin3 = Signal::parse("SIGRTMIN+3").unwrap();
+        let o = finish(&c.on_signal(rtmin3, t0)).clone();
+        assert_eq!((o.reason, o.exit_code), (Reason::TerminatedBeforeStart, 128 + 37));
+        assert!(c.on_spawned(t0).is_empty(), "no child after finish");
+        assert!(c.on_spawn_failed(SpawnFailure::NotFound, "x".into()).is_empty());
+    }
+
+    #[test]
+    fn born_not_recorded_ends_without_child() {
+        let t0 = Instant::now();
+        let mut c = Core::new(policy());
+        c.start(t0);
+        let o = finish(&c.on_birth_not_recorded("No space left on device".into())).clone();
+        assert_eq!((o.reason, o.exit_code), (Reason::BirthNotRecorded, 2));
+        assert!(o.message.contains("No space left") && o.message.contains("not starting"));
+    }
+
+    #[test]
+    fn death_dep_dead_when_the_spawn_completes() {
+        let t0 = Instant::now();
+        let mut c = Core::new(policy());
+        c.start(t0);
+        c.on_dep("main", dead(Some(0)), t0);
+        let a = c.on_spawned(t0);
+        assert!(matches!(&a[..], [Action::Signal { signal: Signal::SIGTERM, .. }]), "{a:?}");
+    }
+
+    #[test]
+    fn child_that_cannot_be_killed() {
+        for (pid1, code, reason) in [
+            (true, 0, Reason::StoppedByDependency),
+            (false, 1, Reason::ChildNotStopped),
+        ] {
+            let (mut c, t0) = running(Policy { pid1, ..policy() });
+            c.on_dep("main", dead(Some(0)), t0);
+            let t1 = t0 + Duration::from_secs(10);
+            assert!(matches!(&c.tick(t1)[..], [Action::Kill { .. }]));
+            let a = c.on_kill_failed("EPERM".into(), t1);
+            if pid1 {
+                let o = finish(&a);
+                assert_eq!((o.exit_code, o.reason), (code, reason));
+                assert!(o.message.contains("PID 1"), "{}", o.message);
+            } else {
+                assert!(a.is_empty(), "a last moment to exit");
+                assert_eq!(c.deadline(), Some(t1 + KILL_WAIT));
+                let o = finish(&c.tick(t1 + KILL_WAIT)).clone();
+                assert_eq!((o.exit_code, o.reason), (code, reason));
+                assert!(o.message.contains("leaving it running"), "{}", o.message);
+            }
+        }
+    }
+
+    #[test]
+    fn child_that_does_not_die_on_sigkill_is_given_up() {
+        for (pid1, code) in [(true, 0), (false, 1)] {
+            let (mut c, t0) = running(Policy { pid1, ..policy() });
+            c.on_dep("main", dead(Some(0)), t0);
+            let t1 = t0 + Duration::from_secs(10);
+            c.tick(t1);
+            assert_eq!(c.deadline(), Some(t1 + KILL_WAIT), "a deadline while stopping");
+            assert!(c.tick(t1 + KILL_WAIT - Duration::from_millis(1)).is_empty());
+            let o = finish(&c.tick(t1 + KILL_WAIT)).clone();
+            assert_eq!(o.exit_code, code);
+            assert!(o.message.contains("did not exit within 2s after SIGKILL"), "{}", o.message);
+        }
+    }
+
+    #[test]
+    fn real_time_signals_kill_with_128_plus_n() {
+        for n in 1..=64 {
+            let (mut c, t0) = running(policy());
+            let sig = Signal::new(n).unwrap();
+            let o = finish(&c.on_child_exit(ChildStatus::Signaled(sig), t0)).clone();
+            assert_eq!(o.exit_code, 128 + n);
+            assert_eq!(o.child_signal, Some(sig));
+        }
     }
 }

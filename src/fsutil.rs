@@ -1,103 +1,296 @@
-//! Files in the graveyard: atomic writes that never follow a symlink, reads that never
-//! follow one either, and the tombstone lookup that turns a file into a `DepState`.
+//! Files in the graveyard. Every other container of the pod (and anything else sharing the
+//! volume) can put anything there, so nothing is trusted:
+//! - reads never follow a symlink, never block (a FIFO at a tombstone path would freeze the
+//!   event loop in open(2)), accept regular files only (checked with fstat on the opened
+//!   descriptor) and read at most `MAX_RECORD` bytes;
+//! - writes go to a new temp file with a name no earlier incarnation used (every
+//!   incarnation is PID 1, so a PID is no name), get their mode set explicitly (a umask
+//!   of 077 must not hide a tombstone or a lock from a peer running as another user), and
+//!   are renamed into place;
+//! - the space for the death record is reserved before the child starts (`Reserved`), so a
+//!   graveyard that fills up later still records the death.
 
+use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::{Flock, FlockArg, OFlag};
 
 use crate::core::Lock;
 use crate::tombstone::{DecodeError, Tombstone};
 
-static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+/// The largest tombstone or lock file read. A tombstone is a few hundred bytes; anything
+/// much larger is not one, and reading it on every poll would cost memory and CPU.
+pub const MAX_RECORD: u64 = 64 * 1024;
+
+/// Mode of every file sexton puts into the graveyard: readable by peers of any UID.
+pub const FILE_MODE: u32 = 0o644;
+
+/// Size of a reserved record: far above any tombstone sexton writes (names are at most 63
+/// bytes), one page or block on every filesystem that matters.
+pub const RESERVED_SIZE: usize = 4096;
+
+/// Flags of every open of a graveyard file: no symlink, no blocking on a FIFO or device,
+/// no controlling terminal, not inherited by the child.
+fn safe_flags() -> i32 {
+    (OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).bits()
+}
+
+/// Temp names must differ across incarnations of the same container: each one is PID 1
+/// of its namespace and restarts its counter, so `.main.tmp.1.0` would repeat and the
+/// O_EXCL create of a restarted container would fail on its predecessor's leftover.
+fn unique_suffix() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom writes at most `random.len()` bytes into the buffer.
+    let got = unsafe { nix::libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    if got == random.len() as isize {
+        format!("{:016x}{seq:x}", u64::from_ne_bytes(random))
+    } else {
+        // no getrandom (old kernel, seccomp): the wall clock in nanoseconds differs
+        // between incarnations, which is all that is needed
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("{nanos:x}{seq:x}")
+    }
+}
+
+/// Prefix of this container's temp files: `.NAME.tmp.` (a dot keeps them apart from
+/// tombstones, since container names cannot start with one).
+fn temp_prefix(name: &str) -> String {
+    format!(".{name}.tmp.")
+}
 
 fn temp_path(dir: &Path, name: &str) -> PathBuf {
-    let seq = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!(".{name}.tmp.{}.{seq}", std::process::id()))
+    dir.join(format!("{}{}", temp_prefix(name), unique_suffix()))
+}
+
+/// Creates a new file exclusively, with `mode` set explicitly (not through the umask).
+fn create_exclusive(path: &Path, mode: u32, read: bool) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(read)
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(safe_flags())
+        .open(path)?;
+    f.set_permissions(fs::Permissions::from_mode(mode))?;
+    Ok(f)
+}
+
+/// Creates the graveyard if it does not exist. One created here gets mode 1777 (like
+/// /tmp): containers of the pod may run as different users and must each create their
+/// own files, and none may remove another's. An existing one (an emptyDir) is left as is.
+pub fn ensure_graveyard(dir: &Path) -> io::Result<()> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a directory",
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(parent) = dir.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(0o1777)),
+        // a peer created it meanwhile
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes temp files a crashed earlier incarnation of this container left behind. Only
+/// called while holding the container's lock, so no live process of ours writes them.
+pub fn remove_stale_temp_files(dir: &Path, name: &str) -> usize {
+    let prefix = temp_prefix(name);
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().as_bytes().starts_with(prefix.as_bytes()))
+        .filter(|e| fs::remove_file(e.path()).is_ok())
+        .count()
 }
 
 /// Writes `dir/name` atomically: a new temp file in `dir` (O_EXCL|O_NOFOLLOW), write,
 /// fsync, chmod, rename over the target. rename(2) replaces a symlink at the target rather
 /// than following it, and readers see either the old or the new content, never a mix.
 pub fn atomic_write(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
-    write_then_rename(dir, name, mode, true, |f| f.write_all(bytes))
-}
-
-/// Like `atomic_write`, but renames first and fsyncs after: for records that others are
-/// waiting for (a death). Readers never depend on the fsync (atomicity comes from the
-/// rename); it only buys durability across a crash of the node, which an emptyDir does not
-/// outlive usefully, and on a journaled disk it can cost milliseconds. After such a crash
-/// the file could read empty, which readers take as "not dead": the safe side.
-pub fn atomic_write_urgent(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
-    write_then_rename(dir, name, mode, false, |f| f.write_all(bytes))
+    write_then_rename(dir, name, mode, |f| f.write_all(bytes))
 }
 
 /// Copies a file atomically into `dir/name` with `mode` (used by `sexton install`).
 pub fn atomic_copy(src: &Path, dir: &Path, name: &str, mode: u32) -> io::Result<u64> {
     let mut input = File::open(src)?;
-    write_then_rename(dir, name, mode, true, |f| io::copy(&mut input, f))
+    write_then_rename(dir, name, mode, |f| io::copy(&mut input, f))
 }
 
-/// The one way files are put into place: `fill` a new temp file in `dir` (O_EXCL,
-/// O_NOFOLLOW), set `mode`, then rename it over `dir/name`, with the fsync before the
-/// rename (`sync_first`) or after it (file and directory). The temp file is removed on error.
+/// The one way files are put into place: `fill` a new temp file in `dir`, set `mode`,
+/// fsync, rename it over `dir/name`. The temp file is removed on error.
 fn write_then_rename<T>(
     dir: &Path,
     name: &str,
     mode: u32,
-    sync_first: bool,
     fill: impl FnOnce(&mut File) -> io::Result<T>,
 ) -> io::Result<T> {
     let tmp = temp_path(dir, name);
     let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc_o_nofollow())
-            .open(&tmp)?;
+        let mut f = create_exclusive(&tmp, mode, false)?;
         let filled = fill(&mut f)?;
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
-        if sync_first {
-            f.sync_all()?;
-        }
+        f.sync_all()?;
         fs::rename(&tmp, dir.join(name))?;
-        Ok((f, filled))
+        Ok(filled)
     })();
-    match result {
-        Ok((f, filled)) => {
-            if !sync_first {
-                let _ = f.sync_all();
-                if let Ok(d) = File::open(dir) {
-                    let _ = d.sync_all();
-                }
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp); // best effort; a leftover is removed at next start
+    }
+    result
+}
+
+/// Space for one future record, taken while it can still be had: a temp file of
+/// `RESERVED_SIZE` bytes of real data (not a sparse hole, not an unwritten extent), so
+/// that writing the record later only overwrites blocks that are already ours, shrinking
+/// it frees space, and the rename into place needs no new inode.
+#[derive(Debug)]
+pub struct Reserved {
+    file: File,
+    path: PathBuf,
+}
+
+impl Reserved {
+    pub fn new(dir: &Path, name: &str) -> io::Result<Reserved> {
+        let path = temp_path(dir, name);
+        let result = (|| {
+            let mut file = create_exclusive(&path, FILE_MODE, false)?;
+            file.write_all(&[b' '; RESERVED_SIZE])?;
+            file.sync_all()?;
+            Ok(file)
+        })();
+        match result {
+            Ok(file) => Ok(Reserved { file, path }),
+            Err(e) => {
+                let _ = fs::remove_file(&path);
+                Err(e)
             }
-            Ok(filled)
         }
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Err(e)
+    }
+
+    /// Whether the reserved file is still in the graveyard (not removed with it).
+    pub fn exists(&self) -> bool {
+        match (fs::symlink_metadata(&self.path), self.file.metadata()) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
         }
+    }
+
+    /// Writes `bytes` into the reserved space and renames it over `dir/name`: visible
+    /// first, durable after (a death is waited for; the fsync only matters if the node
+    /// crashes, and an emptyDir does not usefully outlive that). Returns the reservation
+    /// on failure, so the caller can fall back.
+    pub fn commit(self, dir: &Path, name: &str, bytes: &[u8]) -> Result<(), (Self, io::Error)> {
+        if bytes.len() > RESERVED_SIZE {
+            let e = io::Error::new(io::ErrorKind::InvalidInput, "record larger than reserved");
+            return Err((self, e));
+        }
+        let written = self
+            .file
+            .write_all_at(bytes, 0)
+            .and_then(|()| self.file.set_len(bytes.len() as u64))
+            .and_then(|()| fs::rename(&self.path, dir.join(name)));
+        if let Err(e) = written {
+            return Err((self, e));
+        }
+        // durability only: the record is already visible and complete
+        let _ = self.file.sync_all();
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
     }
 }
 
-fn libc_o_nofollow() -> i32 {
-    nix::fcntl::OFlag::O_NOFOLLOW.bits()
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        // an unused reservation (committed ones were renamed away: this finds nothing)
+        let _ = fs::remove_file(&self.path);
+    }
 }
 
-/// Reads a file without following a symlink at its last component.
-pub fn read_nofollow(path: &Path) -> io::Result<Vec<u8>> {
-    let mut f = OpenOptions::new()
+/// Why a graveyard file could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    NotFound,
+    /// Exists but is not usable; says why (for a log line).
+    Unusable(String),
+}
+
+/// Opens a graveyard file read-only without following a symlink or blocking, and checks
+/// on the opened descriptor that it is a regular file.
+fn open_regular(path: &Path) -> Result<File, ReadError> {
+    let f = OpenOptions::new()
         .read(true)
-        .custom_flags(libc_o_nofollow())
-        .open(path)?;
-    let mut buf = Vec::with_capacity(256);
-    f.read_to_end(&mut buf)?;
+        .custom_flags(safe_flags())
+        .open(path)
+        .map_err(|e| match e {
+            e if e.kind() == io::ErrorKind::NotFound => ReadError::NotFound,
+            e if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+                ReadError::Unusable("is a symlink; not followed".into())
+            }
+            e => ReadError::Unusable(format!("cannot open: {e}")),
+        })?;
+    let meta = f
+        .metadata()
+        .map_err(|e| ReadError::Unusable(format!("cannot stat: {e}")))?;
+    if !meta.is_file() {
+        return Err(ReadError::Unusable(format!(
+            "is not a regular file but {}",
+            kind_of(&meta.file_type())
+        )));
+    }
+    Ok(f)
+}
+
+fn kind_of(t: &fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
+    }
+}
+
+/// Reads a regular file of at most `MAX_RECORD` bytes (see `open_regular`).
+pub fn read_record(path: &Path) -> Result<Vec<u8>, ReadError> {
+    let f = open_regular(path)?;
+    let mut buf = Vec::with_capacity(512);
+    f.take(MAX_RECORD + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| ReadError::Unusable(format!("cannot read: {e}")))?;
+    if buf.len() as u64 > MAX_RECORD {
+        return Err(ReadError::Unusable(format!(
+            "is larger than {} KiB, so not a tombstone",
+            MAX_RECORD / 1024
+        )));
+    }
     Ok(buf)
 }
 
@@ -106,22 +299,19 @@ pub fn read_nofollow(path: &Path) -> io::Result<Vec<u8>> {
 pub enum Lookup {
     Absent,
     Found(Tombstone),
-    /// Exists but cannot be used yet; the string says why (for a log line).
+    /// Exists but cannot be used (yet); the string says why (for a log line).
     Bad(String),
 }
 
 pub fn read_tombstone(graveyard: &Path, name: &str) -> Lookup {
-    match read_nofollow(&graveyard.join(name)) {
+    match read_record(&graveyard.join(name)) {
         Ok(bytes) => match Tombstone::decode(&bytes) {
             Ok(t) => Lookup::Found(t),
             Err(DecodeError::Empty) => Lookup::Bad("empty file".into()),
             Err(e) => Lookup::Bad(e.to_string()),
         },
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Lookup::Absent,
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-            Lookup::Bad("is a symlink; not followed".into())
-        }
-        Err(e) => Lookup::Bad(format!("cannot read: {e}")),
+        Err(ReadError::NotFound) => Lookup::Absent,
+        Err(ReadError::Unusable(why)) => Lookup::Bad(why),
     }
 }
 
@@ -139,13 +329,31 @@ pub fn owner_of(file_name: &str) -> &str {
         .unwrap_or(file_name)
 }
 
+/// Opens our own lock file for locking: an existing one must be a regular file.
+fn open_own_lock(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(safe_flags())
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other(format!(
+            "is not a regular file but {}; remove it",
+            kind_of(&meta.file_type())
+        )));
+    }
+    Ok(f)
+}
+
 /// Takes this container's lock (exclusive flock), retrying for up to `wait` (a peer's
 /// probe holds it shared for an instant). `Ok(None)`: someone else holds it for longer,
 /// i.e. another live container uses the same name.
 ///
 /// A lock file is never visible unlocked while we start: a new one is created under a
 /// temporary name, locked, then linked into place. (Created in place, a peer could open it
-/// between create and flock, find it free next to an old `Born` and call a false death.)
+/// between create and flock, find it free and call a false death.) This is what lets a
+/// peer read a free lock file as proof of death, with no grace period.
 pub fn acquire_lock(
     graveyard: &Path,
     name: &str,
@@ -154,12 +362,7 @@ pub fn acquire_lock(
     let path = graveyard.join(lock_file_name(name));
     let deadline = Instant::now() + wait;
     loop {
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc_o_nofollow())
-            .open(&path)
-        {
+        match open_own_lock(&path) {
             Ok(f) => match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
                 Ok(lock) => return Ok(Some(lock)),
                 Err((_, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
@@ -169,64 +372,66 @@ pub fn acquire_lock(
                 Err((_, e)) => return Err(io::Error::from(e)),
             },
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let tmp = temp_path(graveyard, &lock_file_name(name));
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o644)
-                    .custom_flags(libc_o_nofollow())
-                    .open(&tmp)?;
-                let lock = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
-                    Ok(l) => l,
-                    Err((_, e)) => {
-                        let _ = fs::remove_file(&tmp);
-                        return Err(io::Error::from(e));
-                    }
-                };
-                let linked = fs::hard_link(&tmp, &path);
-                let _ = fs::remove_file(&tmp);
-                match linked {
-                    Ok(()) => return Ok(Some(lock)),
-                    // someone created it meanwhile: lock theirs (or find it held)
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => return Err(e),
+                if let Some(lock) = create_lock(graveyard, name, &path)? {
+                    return Ok(Some(lock));
                 }
+                // someone created it meanwhile: lock theirs (or find it held)
             }
             Err(e) => return Err(e),
         }
     }
 }
 
+/// Creates a locked lock file and links it into place; `None` if one appeared meanwhile.
+fn create_lock(graveyard: &Path, name: &str, path: &Path) -> io::Result<Option<Flock<File>>> {
+    let tmp = temp_path(graveyard, name);
+    let created: io::Result<Flock<File>> = (|| {
+        let f = create_exclusive(&tmp, FILE_MODE, true)?;
+        let lock = Flock::lock(f, FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| io::Error::from(e))?;
+        fs::hard_link(&tmp, path)?;
+        Ok(lock)
+    })();
+    let _ = fs::remove_file(&tmp); // the lock lives on under its real name
+    match created {
+        Ok(lock) => Ok(Some(lock)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Puts a lock file back into place for a lock we hold (the graveyard was wiped and
+/// re-created): a new file, locked, linked. We keep holding both; the new one is what
+/// peers see from now on.
+pub fn relink_lock(graveyard: &Path, name: &str) -> io::Result<Option<Flock<File>>> {
+    create_lock(graveyard, name, &graveyard.join(lock_file_name(name)))
+}
+
 /// Probes a peer's lock without disturbing it: a shared, non-blocking flock on a read-only
 /// descriptor, released at once (read-only, so closing it raises no IN_CLOSE_WRITE).
 /// Held: its supervisor is alive; Free: it is gone; Unknown: no lock file (not started, or
-/// a kubexit container).
-pub fn lock_state(graveyard: &Path, name: &str) -> Lock {
-    let path = graveyard.join(lock_file_name(name));
-    let f = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_o_nofollow())
-        .open(&path)
-    {
+/// a kubexit container). `Err`: a lock file that cannot be probed, and why.
+pub fn lock_state(graveyard: &Path, name: &str) -> Result<Lock, String> {
+    let f = match open_regular(&graveyard.join(lock_file_name(name))) {
         Ok(f) => f,
-        Err(_) => return Lock::Unknown,
+        Err(ReadError::NotFound) => return Ok(Lock::Unknown),
+        Err(ReadError::Unusable(why)) => return Err(why),
     };
     match Flock::lock(f, FlockArg::LockSharedNonblock) {
-        Ok(_held_for_an_instant) => Lock::Free,
-        Err((_, Errno::EWOULDBLOCK)) => Lock::Held,
-        Err(_) => Lock::Unknown,
+        Ok(_held_for_an_instant) => Ok(Lock::Free),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(Lock::Held),
+        Err((_, e)) => Err(format!("cannot flock: {e}")),
     }
 }
 
 /// Blocks until `name`'s lock is free (its supervisor released it, i.e. died), then
-/// returns. Returns at once with an error if there is no lock file. Meant for a thread of
-/// its own: a blocked shared flock does not disturb the holder.
+/// returns. Returns at once with an error if there is no usable lock file. Meant for a
+/// thread of its own: a blocked shared flock does not disturb the holder.
 pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_o_nofollow())
-        .open(graveyard.join(lock_file_name(name)))?;
+    let mut f = open_regular(&graveyard.join(lock_file_name(name))).map_err(|e| match e {
+        ReadError::NotFound => io::Error::from(io::ErrorKind::NotFound),
+        ReadError::Unusable(why) => io::Error::other(why),
+    })?;
     loop {
         match Flock::lock(f, FlockArg::LockShared) {
             Ok(_released_at_once) => return Ok(()),
@@ -236,18 +441,71 @@ pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
     }
 }
 
+/// What `stat` says of a file, enough to tell that it changed: identity, size, times,
+/// type. Compared between polls so that an idle poll reads nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatKey {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    mode: u32,
+}
+
+/// A path prepared once (as a C string) and stat'ed without following a symlink and
+/// without allocating: the poll of an idle graveyard costs one lstat per watched file.
+#[derive(Debug)]
+pub struct Watched {
+    path: CString,
+}
+
+impl Watched {
+    pub fn new(path: &Path) -> Watched {
+        // graveyard paths come from the environment and cannot hold a NUL byte
+        let path = CString::new(path.as_os_str().as_bytes()).unwrap_or_default();
+        Watched { path }
+    }
+
+    pub fn stat(&self) -> Option<StatKey> {
+        let st = nix::sys::stat::lstat(self.path.as_c_str()).ok()?;
+        Some(StatKey {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size,
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+            mode: st.st_mode,
+        })
+    }
+}
+
+impl Watched {
+    /// The identity (device, inode) of the directory at this path, following a symlink:
+    /// tells that a graveyard was removed or replaced.
+    pub fn dir_identity(&self) -> Option<(u64, u64)> {
+        let st = nix::sys::stat::stat(self.path.as_c_str()).ok()?;
+        (st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR).then_some((st.st_dev, st.st_ino))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn tempdir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "sexton-fsutil-{}-{}",
-            std::process::id(),
-            TMP_SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
+        let d = std::env::temp_dir().join(format!("sexton-fsutil-{}", unique_suffix()));
         fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    fn names(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
     }
 
     #[test]
@@ -265,12 +523,7 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(fs::read(d.join("main")).unwrap(), b"{}\n");
-        // no temp files left behind
-        let names: Vec<_> = fs::read_dir(&d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names.len(), 2, "{names:?}");
+        assert_eq!(names(&d), ["main", "victim"], "no temp files left behind");
         fs::remove_dir_all(&d).unwrap();
     }
 
@@ -295,13 +548,36 @@ mod tests {
     }
 
     #[test]
+    fn hostile_entries_are_unreadable_without_blocking() {
+        let d = tempdir();
+        let fifo = CString::new(d.join("fifo").as_os_str().as_bytes()).unwrap();
+        nix::unistd::mkfifo(fifo.as_c_str(), nix::sys::stat::Mode::from_bits_truncate(0o644))
+            .unwrap();
+        assert!(matches!(read_tombstone(&d, "fifo"), Lookup::Bad(m) if m.contains("FIFO")));
+        fs::create_dir(d.join("dir")).unwrap();
+        assert!(matches!(read_tombstone(&d, "dir"), Lookup::Bad(m) if m.contains("directory")));
+        let big = File::create(d.join("big")).unwrap();
+        big.set_len(128 << 20).unwrap(); // sparse: cheap to make, 128 MiB to read
+        assert!(matches!(read_tombstone(&d, "big"), Lookup::Bad(m) if m.contains("larger")));
+        // a FIFO or directory at a lock path is reported, not waited on
+        nix::unistd::mkfifo(
+            CString::new(d.join(".fifo.lock").as_os_str().as_bytes()).unwrap().as_c_str(),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        assert!(lock_state(&d, "fifo").unwrap_err().contains("FIFO"));
+        assert!(wait_lock_released(&d, "fifo").is_err());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn locks() {
         let d = tempdir();
-        assert_eq!(lock_state(&d, "main"), Lock::Unknown);
+        assert_eq!(lock_state(&d, "main"), Ok(Lock::Unknown));
         let held = acquire_lock(&d, "main", Duration::ZERO)
             .unwrap()
             .expect("free");
-        assert_eq!(lock_state(&d, "main"), Lock::Held);
+        assert_eq!(lock_state(&d, "main"), Ok(Lock::Held));
         // a second holder (another open file description) cannot take it
         assert!(
             acquire_lock(&d, "main", Duration::from_millis(30))
@@ -317,11 +593,68 @@ mod tests {
         );
         drop(held);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
-        assert_eq!(lock_state(&d, "main"), Lock::Free);
+        assert_eq!(lock_state(&d, "main"), Ok(Lock::Free));
         assert!(wait_lock_released(&d, "nobody").is_err());
         assert_eq!(owner_of(".main.lock"), "main");
         assert_eq!(owner_of("main"), "main");
         assert_eq!(owner_of(".main.tmp.1.2"), ".main.tmp.1.2");
+        assert_eq!(names(&d), [".main.lock"], "no temp files left behind");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn modes_do_not_depend_on_the_umask() {
+        let d = tempdir();
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        let lock = acquire_lock(&d, "main", Duration::ZERO).unwrap();
+        atomic_write(&d, "main", b"{}\n", FILE_MODE).unwrap();
+        let reserved = Reserved::new(&d, "side").unwrap();
+        reserved.commit(&d, "side", b"{}\n").unwrap();
+        let g = d.join("made");
+        ensure_graveyard(&g).unwrap();
+        nix::sys::stat::umask(old);
+        for f in [".main.lock", "main", "side"] {
+            let mode = fs::metadata(d.join(f)).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, FILE_MODE, "{f}");
+        }
+        assert_eq!(fs::metadata(&g).unwrap().permissions().mode() & 0o7777, 0o1777);
+        drop(lock);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn reserved_space_records_in_place() {
+        let d = tempdir();
+        let r = Reserved::new(&d, "main").unwrap();
+        assert_eq!(names(&d).len(), 1);
+        r.commit(&d, "main", b"{\"Died\":\"x\"}\n").unwrap();
+        assert_eq!(fs::read(d.join("main")).unwrap(), b"{\"Died\":\"x\"}\n");
+        assert_eq!(names(&d), ["main"]);
+        // an unused reservation leaves nothing behind
+        drop(Reserved::new(&d, "main").unwrap());
+        assert_eq!(names(&d), ["main"]);
+        // a directory in the way: the reservation comes back for a fallback
+        fs::create_dir(d.join("blocked")).unwrap();
+        let (r, e) = Reserved::new(&d, "blocked")
+            .unwrap()
+            .commit(&d, "blocked", b"x")
+            .unwrap_err();
+        assert!(e.raw_os_error().is_some(), "{e}");
+        drop(r);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn stale_temp_files_of_this_container_only() {
+        let d = tempdir();
+        for f in [".main.tmp.1.0", ".main.tmp.abc", ".mainx.tmp.1", ".side.tmp.1.0", "main"] {
+            fs::write(d.join(f), b"").unwrap();
+        }
+        assert_eq!(remove_stale_temp_files(&d, "main"), 2);
+        assert_eq!(names(&d), [".mainx.tmp.1", ".side.tmp.1.0", "main"]);
+        // temp names do not repeat
+        let a = temp_path(&d, "main");
+        assert_ne!(a, temp_path(&d, "main"));
         fs::remove_dir_all(&d).unwrap();
     }
 
@@ -337,6 +670,19 @@ mod tests {
         );
         let m = fs::metadata(out.join("sexton")).unwrap();
         assert_eq!(m.permissions().mode() & 0o777, 0o755);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn stat_keys_change_with_content() {
+        let d = tempdir();
+        let w = Watched::new(&d.join("main"));
+        assert_eq!(w.stat(), None);
+        atomic_write(&d, "main", b"a\n", FILE_MODE).unwrap();
+        let k1 = w.stat().unwrap();
+        assert_eq!(w.stat(), Some(k1), "stable while unchanged");
+        atomic_write(&d, "main", b"a\n", FILE_MODE).unwrap();
+        assert_ne!(w.stat(), Some(k1), "a rename is a new file");
         fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -1,3 +1,5 @@
 fn main() {
-    std::process::exit(sexton::cli::main(std::env::args_os().collect()));
+    let code = sexton::cli::main(std::env::args_os().collect());
+    sexton::logging::flush();
+    std::process::exit(code);
 }

@@ -8,11 +8,11 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use nix::errno::Errno;
-use nix::sys::signal::{self, SigHandler, SigSet, SigmaskHow, Signal};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::sys::signal::{self, SigHandler, SigSet, SigmaskHow};
 use nix::unistd::Pid;
 
 use crate::core::{ChildStatus, SpawnFailure};
+use crate::signal::Signal;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Child {
@@ -41,9 +41,11 @@ pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
             nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
             if tty {
                 // A background group calling tcsetpgrp gets SIGTTOU unless it is ignored.
-                let old = signal::signal(Signal::SIGTTOU, SigHandler::SigIgn)?;
+                let ttou = nix::sys::signal::Signal::SIGTTOU;
+                let old = signal::signal(ttou, SigHandler::SigIgn)?;
+                // best effort: without it the child runs in the background of the terminal
                 let _ = nix::unistd::tcsetpgrp(io::stdin().as_fd(), nix::unistd::getpid());
-                signal::signal(Signal::SIGTTOU, old)?;
+                signal::signal(ttou, old)?;
             }
             Ok(())
         });
@@ -73,50 +75,80 @@ pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
     }
 }
 
-/// Sends `sig` to the child, or to its whole process group.
-pub fn send(child: &Child, sig: Signal, group: bool) -> nix::Result<()> {
-    let r = if group {
-        signal::killpg(child.pgid, sig)
-    } else {
-        signal::kill(child.pid, sig)
-    };
-    match r {
-        Err(Errno::ESRCH) => Ok(()), // already gone; its status is still ours to reap
-        other => other,
+/// Sends `sig` (any number, real-time ones included: `nix`'s `Signal` cannot hold those,
+/// hence `libc::kill`) to the child, or to its whole process group. A child that is
+/// already gone is not an error: its status is still ours to reap. Any other failure
+/// (EPERM: the child runs with other credentials, through a setuid program) is returned.
+pub fn send(child: &Child, sig: Signal, group: bool) -> io::Result<()> {
+    let target = if group { -child.pgid.as_raw() } else { child.pid.as_raw() };
+    kill(target, sig.number())
+}
+
+fn kill(target: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    if unsafe { nix::libc::kill(target, sig) } == 0 {
+        return Ok(());
+    }
+    match io::Error::last_os_error() {
+        e if e.raw_os_error() == Some(nix::libc::ESRCH) => Ok(()),
+        e => Err(e),
     }
 }
 
 /// SIGKILLs the child's process group, and the child itself in case it left the group.
-pub fn kill_all(child: &Child) {
-    let _ = signal::killpg(child.pgid, Signal::SIGKILL);
-    let _ = signal::kill(child.pid, Signal::SIGKILL);
+/// Fails only if the child itself could not be sent SIGKILL (a group member that could
+/// not be is left to the kernel when the container ends).
+pub fn kill_all(child: &Child) -> io::Result<()> {
+    let group = kill(-child.pgid.as_raw(), nix::libc::SIGKILL);
+    let alone = kill(child.pid.as_raw(), nix::libc::SIGKILL);
+    match (group, alone) {
+        (_, Ok(())) => Ok(()),
+        (Ok(()), Err(e)) | (Err(_), Err(e)) => Err(e),
+    }
+}
+
+/// Decodes a raw wait status. Every signal number is kept (a child killed by SIGRTMIN+3
+/// has status 37 in the low bits; `nix` fails to convert it and the status, already
+/// reaped by the kernel, would be lost). `None`: stopped or continued, not an end.
+pub fn decode_wait_status(raw: i32) -> Option<ChildStatus> {
+    let low = raw & 0x7f;
+    if low == 0 {
+        return Some(ChildStatus::Exited((raw >> 8) & 0xff));
+    }
+    if low == 0x7f || raw == 0xffff {
+        return None; // WIFSTOPPED / WIFCONTINUED
+    }
+    Some(ChildStatus::Signaled(
+        Signal::new(low).unwrap_or(Signal::SIGKILL),
+    ))
 }
 
 /// Reaps every exited child (orphans included). Returns the child's status if it was
-/// among them, and how many other processes were reaped.
+/// among them, and how many other processes were reaped. Raw `waitpid` so that no status
+/// is ever dropped after the kernel has handed it over.
 pub fn reap(child: Option<Pid>) -> (Option<ChildStatus>, usize) {
     let mut status = None;
     let mut others = 0;
     loop {
-        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => {
-                if Some(pid) == child {
-                    status = Some(ChildStatus::Exited(code));
-                } else {
-                    others += 1;
-                }
+        let mut raw = 0;
+        // SAFETY: waitpid writes the status into `raw`, a valid i32.
+        let pid = unsafe { nix::libc::waitpid(-1, &mut raw, nix::libc::WNOHANG) };
+        if pid == 0 {
+            break; // children remain, none has exited
+        }
+        if pid < 0 {
+            match Errno::last() {
+                Errno::EINTR => continue,
+                _ => break, // ECHILD: no children left
             }
-            Ok(WaitStatus::Signaled(pid, sig, _core)) => {
-                if Some(pid) == child {
-                    status = Some(ChildStatus::Signaled(sig));
-                } else {
-                    others += 1;
-                }
-            }
-            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
-            Err(Errno::EINTR) => continue,
-            Ok(_) => continue, // stopped/continued: not an exit
-            Err(_) => break,
+        }
+        let Some(st) = decode_wait_status(raw) else {
+            continue; // stopped/continued: not an exit
+        };
+        if Some(Pid::from_raw(pid)) == child {
+            status = Some(st);
+        } else {
+            others += 1;
         }
     }
     (status, others)
@@ -126,4 +158,23 @@ pub fn reap(child: Option<Pid>) -> (Option<ChildStatus>, usize) {
 /// and reaped, as PID 1 would.
 pub fn become_subreaper() -> nix::Result<()> {
     nix::sys::prctl::set_child_subreaper(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_statuses_for_every_signal() {
+        assert_eq!(decode_wait_status(0), Some(ChildStatus::Exited(0)));
+        assert_eq!(decode_wait_status(3 << 8), Some(ChildStatus::Exited(3)));
+        assert_eq!(decode_wait_status(255 << 8), Some(ChildStatus::Exited(255)));
+        for n in 1..=64 {
+            let want = Some(ChildStatus::Signaled(Signal::new(n).unwrap()));
+            assert_eq!(decode_wait_status(n), want, "signal {n}");
+            assert_eq!(decode_wait_status(n | 0x80), want, "signal {n} with core dump");
+        }
+        assert_eq!(decode_wait_status((19 << 8) | 0x7f), None, "stopped");
+        assert_eq!(decode_wait_status(0xffff), None, "continued");
+    }
 }

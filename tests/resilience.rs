@@ -86,10 +86,7 @@ fn sigkill_of_whole_dependency_container_is_noticed_within_a_second() {
 #[test]
 fn dependency_not_started_yet_is_not_dead() {
     let pod = Pod::new("notyet");
-    // a lock file nobody holds and no tombstone: e.g. a previous attempt that never got
-    // to `Born`; and later a kubexit tombstone (Born, no lock at all)
     fs::create_dir_all(&pod.graveyard).unwrap();
-    fs::write(pod.graveyard.join(".main.lock"), "").unwrap();
     let mut sidecar = pod.container(
         "sidecar",
         &[
@@ -102,7 +99,6 @@ fn dependency_not_started_yet_is_not_dead() {
     );
     pod.wait_file("term.started"); // started: the first scan did not find main dead
     // kubexit-written Born (no sexton lock file for kubexit containers)
-    fs::remove_file(pod.graveyard.join(".main.lock")).unwrap();
     pod.write_in_place("main", b"Born: \"2020-04-28T10:41:46.9926314Z\"\n");
     sidecar.wait_log("state=Alive { ready: false }");
     assert!(

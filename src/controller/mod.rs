@@ -189,11 +189,11 @@ pub fn main(args: &[OsString]) -> i32 {
     let (o, (format, level)) = match opts(&m).and_then(|o| Ok((o, logging?))) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("sexton controller: {e}");
+            crate::logging::stderr_line(&format!("sexton controller: {e}"));
             return 2;
         }
     };
-    crate::logging::init(format, level);
+    crate::logging::init(format, level, level.min(tracing::Level::WARN).into());
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -201,7 +201,7 @@ pub fn main(args: &[OsString]) -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sexton controller: cannot start the async runtime: {e}");
+            crate::logging::stderr_line(&format!("sexton controller: cannot start the async runtime: {e}"));
             return 1;
         }
     };

@@ -1,0 +1,194 @@
+//! This container's own presence in the graveyard: the lifetime lock, the tombstone, and
+//! the space reserved for the records still to come (`Ready` after a probe, `Died`).
+//!
+//! Rules:
+//! - the lock is taken before anything else is written, so peers never see a record
+//!   without a lock that will tell them when we are gone;
+//! - the child is started only after `Born` is durably in the graveyard (the caller
+//!   checks `record_birth`);
+//! - the death record always has its space: reserved before the child starts;
+//! - a graveyard removed under our feet is re-created with our lock and record in it.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::Utc;
+use nix::fcntl::Flock;
+use tracing::{debug, warn};
+
+use crate::core::{Lock, Outcome};
+use crate::fsutil::{self, FILE_MODE, Reserved};
+use crate::tombstone::Tombstone;
+
+/// How long to wait for our own lock before concluding that another live container uses
+/// the same name (a peer's probe holds it only for an instant).
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+pub struct OwnRecord {
+    dir: PathBuf,
+    name: String,
+    /// Held for the supervisor's whole life (the kernel releases them however we die);
+    /// more than one once the graveyard was re-created.
+    locks: Vec<Flock<File>>,
+    tombstone: Tombstone,
+    ready_slot: Option<Reserved>,
+    death_slot: Option<Reserved>,
+    /// A readiness probe will record `Ready` later: keep space for it too.
+    wants_ready_slot: bool,
+}
+
+impl OwnRecord {
+    /// Creates the graveyard if needed, takes the lock, removes what a crashed earlier
+    /// incarnation left, and reserves space for the records to come. An error is one line
+    /// naming the setting and the fix; nothing was started.
+    pub fn open(dir: &Path, name: &str, wants_ready_slot: bool) -> Result<OwnRecord, String> {
+        fsutil::ensure_graveyard(dir).map_err(|e| {
+            format!(
+                "invalid KUBEXIT_GRAVEYARD={:?}: cannot create the directory: {e}",
+                dir.display()
+            )
+        })?;
+        let lock_path = dir.join(fsutil::lock_file_name(name));
+        let lock = match fsutil::acquire_lock(dir, name, LOCK_WAIT) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                return Err(format!(
+                    "invalid KUBEXIT_NAME={name:?}: the lock {} is held by another live container; each container of a pod needs its own name",
+                    lock_path.display()
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "invalid KUBEXIT_GRAVEYARD={:?}: cannot take the lock {}: {e}",
+                    dir.display(),
+                    lock_path.display()
+                ));
+            }
+        };
+        let stale = fsutil::remove_stale_temp_files(dir, name);
+        if stale > 0 {
+            debug!(count = stale, "removed temp files left by an earlier incarnation");
+        }
+        let mut record = OwnRecord {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+            locks: vec![lock],
+            tombstone: Tombstone::default(),
+            ready_slot: None,
+            death_slot: None,
+            wants_ready_slot,
+        };
+        record.reserve().map_err(|e| {
+            format!(
+                "cannot reserve space for this container's records in KUBEXIT_GRAVEYARD={:?}: {e}; not starting the child (peers could never learn of its death)",
+                dir.display()
+            )
+        })?;
+        Ok(record)
+    }
+
+    /// Reserves the records still to come that have no space yet.
+    fn reserve(&mut self) -> io::Result<()> {
+        if self.death_slot.is_none() && self.tombstone.died.is_none() {
+            self.death_slot = Some(Reserved::new(&self.dir, &self.name)?);
+        }
+        if self.wants_ready_slot && self.ready_slot.is_none() && self.tombstone.ready.is_none() {
+            self.ready_slot = Some(Reserved::new(&self.dir, &self.name)?);
+        }
+        Ok(())
+    }
+
+    /// flock must mean something on this filesystem for lock-based death detection: our
+    /// own lock must look held through a second descriptor. If it does not, a live peer's
+    /// lock would look free too (a false death).
+    pub fn locks_work(&self) -> bool {
+        fsutil::lock_state(&self.dir, &self.name) == Ok(Lock::Held)
+    }
+
+    /// Records `Born` (and `Ready` when no probe decides it), durably, in a fresh record:
+    /// a restarted container replaces its old tombstone. The child must not be started if
+    /// this fails.
+    pub fn record_birth(&mut self, ready: bool) -> io::Result<()> {
+        let now = Utc::now();
+        self.tombstone = Tombstone {
+            born: Some(now),
+            ready: ready.then_some(now),
+            ..Tombstone::default()
+        };
+        self.ready_slot = self.ready_slot.take().filter(|_| !ready);
+        self.write(&self.tombstone.encode())
+    }
+
+    /// Records `Ready` (the probe passed), in the space reserved for it.
+    pub fn record_ready(&mut self) -> io::Result<bool> {
+        let t = &mut self.tombstone;
+        if t.born.is_none() || t.ready.is_some() || t.died.is_some() {
+            return Ok(false);
+        }
+        t.ready = Some(Utc::now());
+        let slot = self.ready_slot.take();
+        self.write_reserved(slot).map(|()| true)
+    }
+
+    /// Records the death, in the space reserved for it.
+    pub fn record_death(&mut self, o: &Outcome) -> io::Result<()> {
+        let t = &mut self.tombstone;
+        t.died = Some(Utc::now());
+        t.exit_code = Some(o.exit_code);
+        t.signal = o.child_signal.map(|s| s.name());
+        t.reason = Some(o.reason.as_str().to_string());
+        t.death_dep = o.death_dep.clone();
+        let slot = self.death_slot.take();
+        self.write_reserved(slot)
+    }
+
+    /// Writes the current tombstone into `slot` if there is one; if that fails (the
+    /// graveyard was removed with the reservation in it), re-creates the graveyard and
+    /// writes it the ordinary way.
+    fn write_reserved(&mut self, slot: Option<Reserved>) -> io::Result<()> {
+        let bytes = self.tombstone.encode();
+        if let Some(slot) = slot {
+            match slot.commit(&self.dir, &self.name, &bytes) {
+                Ok(()) => return Ok(()),
+                Err((_slot, e)) if e.kind() == io::ErrorKind::NotFound => {
+                    warn!("the graveyard {} is gone; re-creating it", self.dir.display());
+                    self.restore()?;
+                }
+                Err((_slot, e)) => warn!("cannot write the reserved record ({e}); writing a new file"),
+            }
+        }
+        self.write(&bytes)
+    }
+
+    fn write(&self, bytes: &[u8]) -> io::Result<()> {
+        match fsutil::atomic_write(&self.dir, &self.name, bytes, FILE_MODE) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fsutil::ensure_graveyard(&self.dir)?;
+                fsutil::atomic_write(&self.dir, &self.name, bytes, FILE_MODE)
+            }
+            other => other,
+        }
+    }
+
+    /// After the graveyard was removed: re-creates it and puts back what peers rely on,
+    /// the lock (a new file, locked, linked; we keep holding the old one too), the
+    /// tombstone as it stands, and the reservations.
+    pub fn restore(&mut self) -> io::Result<()> {
+        fsutil::ensure_graveyard(&self.dir)?;
+        let lock_path = self.dir.join(fsutil::lock_file_name(&self.name));
+        if std::fs::symlink_metadata(&lock_path).is_err() {
+            if let Some(lock) = fsutil::relink_lock(&self.dir, &self.name)? {
+                self.locks.push(lock);
+            }
+        }
+        if self.tombstone != Tombstone::default() {
+            self.write(&self.tombstone.encode())?;
+        }
+        // reservations whose files went with the old directory are worthless now
+        self.death_slot = self.death_slot.take().filter(Reserved::exists);
+        self.ready_slot = self.ready_slot.take().filter(Reserved::exists);
+        self.reserve()
+    }
+}
