@@ -13,6 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub const SEXTON: &str = env!("CARGO_BIN_EXE_sexton");
+
+/// The binary the containers run: this build's, or `SEXTON_TEST_BIN` (to show that a
+/// test fails against an older build: `SEXTON_TEST_BIN=/tmp/old/sexton cargo test ...`).
+pub fn sexton_bin() -> String {
+    std::env::var("SEXTON_TEST_BIN").unwrap_or_else(|_| SEXTON.to_string())
+}
 pub const TIMEOUT: Duration = Duration::from_secs(15);
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -76,10 +82,11 @@ impl Pod {
     ) -> Container {
         let mut c = if pidns {
             let mut c = Command::new("unshare");
-            c.args(["--pid", "--fork", "--mount-proc", "--kill-child", SEXTON]);
+            c.args(["--pid", "--fork", "--mount-proc", "--kill-child"]);
+            c.arg(sexton_bin());
             c
         } else {
-            Command::new(SEXTON)
+            Command::new(sexton_bin())
         };
         c.args(args);
         if !cmd.is_empty() {
