@@ -118,6 +118,11 @@ impl Scenario {
     /// child marks `$POD/ran`. sexton is PID 1 of new PID and mount namespaces, with the
     /// token at the in-cluster path.
     fn waiting_main(&self, timeout: &str) -> Container {
+        self.waiting_main_with(timeout, &[])
+    }
+
+    /// `waiting_main` with some environment variables set differently.
+    fn waiting_main_with(&self, timeout: &str, env: &[(&str, &str)]) -> Container {
         fs::create_dir_all("/run/secrets").unwrap(); // mount point; the tmpfs is private to the namespace
         let script = r#"mount -t tmpfs tmpfs /run/secrets && mkdir -p /run/secrets/kubernetes.io/serviceaccount && cp "$SA_DIR/token" "$SA_DIR/ca.crt" "$SA_DIR/namespace" /run/secrets/kubernetes.io/serviceaccount/ && exec "$SEXTON" -- "$@""#;
         let mut c = Command::new("unshare");
@@ -128,7 +133,7 @@ impl Scenario {
                 "PATH",
                 std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
             )
-            .env("SEXTON", SEXTON)
+            .env("SEXTON", sexton_bin())
             .env("SA_DIR", &self.sa)
             .env("POD", &self.pod.root)
             .env("KUBERNETES_SERVICE_HOST", &testenv().host)
@@ -140,6 +145,9 @@ impl Scenario {
             .env("KUBEXIT_BIRTH_DEPS", "proxy")
             .env("KUBEXIT_BIRTH_TIMEOUT", timeout)
             .env("KUBEXIT_LOG_LEVEL", "debug");
+        for (k, v) in env {
+            c.env(k, v);
+        }
         self.pod.spawn("main", c)
     }
 
@@ -241,6 +249,87 @@ async fn birth_timeout_names_the_dependency() {
         main.logs()
     );
     assert!(!s.pod.path("ran").exists());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn unreachable_api_is_reported_once_with_its_address() {
+    let s = Scenario::new("unreachable", true).await;
+    // a port nobody listens on
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut main = s.waiting_main_with(
+        "4s",
+        &[("KUBERNETES_SERVICE_PORT", &port), ("KUBEXIT_LOG_LEVEL", "info")],
+    );
+    assert_eq!(main.wait(), 1);
+    let logs = main.logs();
+    let address = format!("127.0.0.1:{port}");
+    let mentions: Vec<&str> = logs.lines().filter(|l| l.contains(&address)).collect();
+    assert!(
+        !mentions.is_empty() && mentions[0].contains("onnection refused"),
+        "the first report names the address and the cause:\n{logs}"
+    );
+    // four seconds of retries every 100 ms..2 s: one report, not one per retry
+    assert!(logs.lines().count() <= 6, "{} lines:\n{logs}", logs.lines().count());
+    let last = logs.lines().rev().find(|l| l.contains("not ready after")).unwrap_or("");
+    assert!(
+        last.contains("never reached") && last.contains(&address),
+        "the final message says the API was never reached: {last}"
+    );
+    assert!(!s.pod.path("ran").exists());
+}
+
+/// Plays the kubelet: `proxy` terminated with `code` (the pod's restartPolicy is Never).
+async fn proxy_terminated(s: &Scenario, code: i32) {
+    let patch = json!({"status": {"phase": "Running", "containerStatuses": [
+        {"name": "main", "ready": false, "restartCount": 0, "image": "example/main", "imageID": "", "state": {"waiting": {"reason": "ContainerCreating"}}},
+        {"name": "proxy", "ready": false, "restartCount": 0, "image": "example/proxy", "imageID": "",
+         "state": {"terminated": {"exitCode": code, "reason": "Error", "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}}
+    ]}});
+    Api::<K8sPod>::namespaced(s.client.clone(), &s.ns)
+        .patch_status("job-1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn terminated_birth_dependency_ends_the_wait_at_once() {
+    let s = Scenario::new("terminated", true).await;
+    let started = Instant::now();
+    let mut main = s.waiting_main("60s");
+    main.wait_log("watching the pod's container readiness through the Kubernetes API");
+    proxy_terminated(&s, 127).await;
+    assert_eq!(main.wait(), 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "ends at once, not at the birth timeout"
+    );
+    let logs = main.logs();
+    assert!(
+        logs.contains(r#"birth dependency "proxy" terminated (exit code 127) before it was ready"#),
+        "{logs}"
+    );
+    assert_eq!(s.pod.tombstone("main").unwrap()["Reason"], "birth-dependency-died");
+    assert!(!s.pod.path("ran").exists());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn birth_dependency_that_is_not_a_container_of_the_pod_is_an_error_at_once() {
+    let s = Scenario::new("nosuch", true).await;
+    let started = Instant::now();
+    let mut main = s.waiting_main_with("60s", &[("KUBEXIT_BIRTH_DEPS", "proxi")]);
+    assert_eq!(main.wait(), 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let logs = main.logs();
+    assert!(
+        logs.contains(r#"birth dependency "proxi" is not a container of this pod (its containers: main, proxy)"#),
+        "{logs}"
+    );
+    assert_eq!(s.pod.tombstone("main").unwrap()["Reason"], "birth-dependency-unknown");
 }
 
 #[tokio::test(flavor = "current_thread")]
