@@ -346,34 +346,46 @@ fn open_own_lock(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// What taking our own lock gave.
+#[derive(Debug)]
+pub enum Acquired {
+    Held(Flock<File>),
+    /// Someone else holds it: another live container uses the same name.
+    Busy,
+    /// flock does not work on this filesystem (NFS without a lock manager answers
+    /// ENOLCK, some FUSE and network filesystems EOPNOTSUPP or EINVAL).
+    Unsupported(Errno),
+}
+
+/// Whether a flock error means "no flock here" rather than a real failure.
+fn unsupported(e: Errno) -> bool {
+    matches!(e, Errno::ENOLCK | Errno::EOPNOTSUPP | Errno::EINVAL | Errno::ENOSYS)
+}
+
 /// Takes this container's lock (exclusive flock), retrying for up to `wait` (a peer's
-/// probe holds it shared for an instant). `Ok(None)`: someone else holds it for longer,
-/// i.e. another live container uses the same name.
+/// probe holds it shared for an instant).
 ///
 /// A lock file is never visible unlocked while we start: a new one is created under a
 /// temporary name, locked, then linked into place. (Created in place, a peer could open it
 /// between create and flock, find it free and call a false death.) This is what lets a
 /// peer read a free lock file as proof of death, with no grace period.
-pub fn acquire_lock(
-    graveyard: &Path,
-    name: &str,
-    wait: Duration,
-) -> io::Result<Option<Flock<File>>> {
+pub fn acquire_lock(graveyard: &Path, name: &str, wait: Duration) -> io::Result<Acquired> {
     let path = graveyard.join(lock_file_name(name));
     let deadline = Instant::now() + wait;
     loop {
         match open_own_lock(&path) {
             Ok(f) => match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
-                Ok(lock) => return Ok(Some(lock)),
+                Ok(lock) => return Ok(Acquired::Held(lock)),
                 Err((_, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+                Err((_, Errno::EWOULDBLOCK)) => return Ok(Acquired::Busy),
+                Err((_, e)) if unsupported(e) => return Ok(Acquired::Unsupported(e)),
                 Err((_, e)) => return Err(io::Error::from(e)),
             },
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if let Some(lock) = create_lock(graveyard, name, &path)? {
-                    return Ok(Some(lock));
+                if let Some(acquired) = create_lock(graveyard, name, &path)? {
+                    return Ok(acquired);
                 }
                 // someone created it meanwhile: lock theirs (or find it held)
             }
@@ -383,18 +395,23 @@ pub fn acquire_lock(
 }
 
 /// Creates a locked lock file and links it into place; `None` if one appeared meanwhile.
-fn create_lock(graveyard: &Path, name: &str, path: &Path) -> io::Result<Option<Flock<File>>> {
+/// Where flock is not supported, no lock file is left: peers then find none, which says
+/// nothing, rather than a free one, which would say "dead".
+fn create_lock(graveyard: &Path, name: &str, path: &Path) -> io::Result<Option<Acquired>> {
     let tmp = temp_path(graveyard, name);
-    let created: io::Result<Flock<File>> = (|| {
+    let created: io::Result<Acquired> = (|| {
         let f = create_exclusive(&tmp, FILE_MODE, true)?;
-        let lock = Flock::lock(f, FlockArg::LockExclusiveNonblock)
-            .map_err(|(_, e)| io::Error::from(e))?;
+        let lock = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => lock,
+            Err((_, e)) if unsupported(e) => return Ok(Acquired::Unsupported(e)),
+            Err((_, e)) => return Err(io::Error::from(e)),
+        };
         fs::hard_link(&tmp, path)?;
-        Ok(lock)
+        Ok(Acquired::Held(lock))
     })();
     let _ = fs::remove_file(&tmp); // the lock lives on under its real name
     match created {
-        Ok(lock) => Ok(Some(lock)),
+        Ok(acquired) => Ok(Some(acquired)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
         Err(e) => Err(e),
     }
@@ -404,7 +421,10 @@ fn create_lock(graveyard: &Path, name: &str, path: &Path) -> io::Result<Option<F
 /// re-created): a new file, locked, linked. We keep holding both; the new one is what
 /// peers see from now on.
 pub fn relink_lock(graveyard: &Path, name: &str) -> io::Result<Option<Flock<File>>> {
-    create_lock(graveyard, name, &graveyard.join(lock_file_name(name)))
+    match create_lock(graveyard, name, &graveyard.join(lock_file_name(name)))? {
+        Some(Acquired::Held(lock)) => Ok(Some(lock)),
+        _ => Ok(None),
+    }
 }
 
 /// Probes a peer's lock without disturbing it: a shared, non-blocking flock on a read-only
@@ -574,16 +594,15 @@ mod tests {
     fn locks() {
         let d = tempdir();
         assert_eq!(lock_state(&d, "main"), Ok(Lock::Unknown));
-        let held = acquire_lock(&d, "main", Duration::ZERO)
-            .unwrap()
-            .expect("free");
+        let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
+            panic!("free");
+        };
         assert_eq!(lock_state(&d, "main"), Ok(Lock::Held));
         // a second holder (another open file description) cannot take it
-        assert!(
-            acquire_lock(&d, "main", Duration::from_millis(30))
-                .unwrap()
-                .is_none()
-        );
+        assert!(matches!(
+            acquire_lock(&d, "main", Duration::from_millis(30)).unwrap(),
+            Acquired::Busy
+        ));
         // a waiter returns exactly when the holder lets go
         let (d2, (tx, rx)) = (d.clone(), std::sync::mpsc::channel());
         std::thread::spawn(move || tx.send(wait_lock_released(&d2, "main").is_ok()).unwrap());

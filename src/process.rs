@@ -80,18 +80,29 @@ pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
 /// already gone is not an error: its status is still ours to reap. Any other failure
 /// (EPERM: the child runs with other credentials, through a setuid program) is returned.
 pub fn send(child: &Child, sig: Signal, group: bool) -> io::Result<()> {
-    let target = if group { -child.pgid.as_raw() } else { child.pid.as_raw() };
-    kill(target, sig.number())
+    if group {
+        match raw_kill(-child.pgid.as_raw(), sig.number()) {
+            // no such group: the child left it (setsid), so it gets the signal alone
+            Err(Errno::ESRCH) => {}
+            other => return gone_is_fine(other),
+        }
+    }
+    gone_is_fine(raw_kill(child.pid.as_raw(), sig.number()))
 }
 
-fn kill(target: i32, sig: i32) -> io::Result<()> {
+fn raw_kill(target: i32, sig: i32) -> Result<(), Errno> {
     // SAFETY: kill(2) has no memory-safety preconditions.
     if unsafe { nix::libc::kill(target, sig) } == 0 {
-        return Ok(());
+        Ok(())
+    } else {
+        Err(Errno::last())
     }
-    match io::Error::last_os_error() {
-        e if e.raw_os_error() == Some(nix::libc::ESRCH) => Ok(()),
-        e => Err(e),
+}
+
+fn gone_is_fine(r: Result<(), Errno>) -> io::Result<()> {
+    match r {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(e) => Err(io::Error::from(e)),
     }
 }
 
@@ -99,12 +110,8 @@ fn kill(target: i32, sig: i32) -> io::Result<()> {
 /// Fails only if the child itself could not be sent SIGKILL (a group member that could
 /// not be is left to the kernel when the container ends).
 pub fn kill_all(child: &Child) -> io::Result<()> {
-    let group = kill(-child.pgid.as_raw(), nix::libc::SIGKILL);
-    let alone = kill(child.pid.as_raw(), nix::libc::SIGKILL);
-    match (group, alone) {
-        (_, Ok(())) => Ok(()),
-        (Ok(()), Err(e)) | (Err(_), Err(e)) => Err(e),
-    }
+    let _group = raw_kill(-child.pgid.as_raw(), nix::libc::SIGKILL);
+    gone_is_fine(raw_kill(child.pid.as_raw(), nix::libc::SIGKILL))
 }
 
 /// Decodes a raw wait status. Every signal number is kept (a child killed by SIGRTMIN+3

@@ -19,7 +19,7 @@ use nix::fcntl::Flock;
 use tracing::{debug, warn};
 
 use crate::core::{Lock, Outcome};
-use crate::fsutil::{self, FILE_MODE, Reserved};
+use crate::fsutil::{self, Acquired, FILE_MODE, Reserved};
 use crate::tombstone::Tombstone;
 
 /// How long to wait for our own lock before concluding that another live container uses
@@ -51,13 +51,20 @@ impl OwnRecord {
             )
         })?;
         let lock_path = dir.join(fsutil::lock_file_name(name));
-        let lock = match fsutil::acquire_lock(dir, name, LOCK_WAIT) {
-            Ok(Some(l)) => l,
-            Ok(None) => {
+        let locks = match fsutil::acquire_lock(dir, name, LOCK_WAIT) {
+            Ok(Acquired::Held(l)) => vec![l],
+            Ok(Acquired::Busy) => {
                 return Err(format!(
                     "invalid KUBEXIT_NAME={name:?}: the lock {} is held by another live container; each container of a pod needs its own name",
                     lock_path.display()
                 ));
+            }
+            Ok(Acquired::Unsupported(e)) => {
+                warn!(
+                    "flock is not supported on {} ({e}): a container killed before recording its death cannot be detected, and a second container with the same name is not refused; only tombstones count",
+                    dir.display()
+                );
+                vec![]
             }
             Err(e) => {
                 return Err(format!(
@@ -74,7 +81,7 @@ impl OwnRecord {
         let mut record = OwnRecord {
             dir: dir.to_path_buf(),
             name: name.to_string(),
-            locks: vec![lock],
+            locks,
             tombstone: Tombstone::default(),
             ready_slot: None,
             death_slot: None,
@@ -102,9 +109,19 @@ impl OwnRecord {
 
     /// flock must mean something on this filesystem for lock-based death detection: our
     /// own lock must look held through a second descriptor. If it does not, a live peer's
-    /// lock would look free too (a false death).
+    /// lock would look free too (a false death), so the detection is switched off.
     pub fn locks_work(&self) -> bool {
-        fsutil::lock_state(&self.dir, &self.name) == Ok(Lock::Held)
+        if self.locks.is_empty() {
+            return false; // not supported here: already said at open
+        }
+        let works = fsutil::lock_state(&self.dir, &self.name) == Ok(Lock::Held);
+        if !works {
+            warn!(
+                "flock is not effective on {}: a container killed before recording its death cannot be detected; only tombstones count",
+                self.dir.display()
+            );
+        }
+        works
     }
 
     /// Records `Born` (and `Ready` when no probe decides it), durably, in a fresh record:
@@ -178,7 +195,8 @@ impl OwnRecord {
     pub fn restore(&mut self) -> io::Result<()> {
         fsutil::ensure_graveyard(&self.dir)?;
         let lock_path = self.dir.join(fsutil::lock_file_name(&self.name));
-        if std::fs::symlink_metadata(&lock_path).is_err() {
+        // (no lock to put back where flock is not supported)
+        if !self.locks.is_empty() && std::fs::symlink_metadata(&lock_path).is_err() {
             if let Some(lock) = fsutil::relink_lock(&self.dir, &self.name)? {
                 self.locks.push(lock);
             }

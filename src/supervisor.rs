@@ -70,12 +70,6 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
     let record = OwnRecord::open(&cfg.graveyard, &cfg.name, cfg.ready_probe.is_some())
         .map_err(SetupError)?;
     let locks_work = record.locks_work();
-    if !locks_work {
-        warn!(
-            "flock is not effective on {}: a container killed before recording its death cannot be detected; only tombstones count",
-            cfg.graveyard.display()
-        );
-    }
     let core = Core::new(Policy::from_config(&cfg, pid1));
     let watched = core.watched();
     let (watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
