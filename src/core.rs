@@ -161,6 +161,21 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Whether this end is a failure someone must fix (logged as an error), rather than
+    /// the child's own fate or an orderly stop.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Reason::BirthTimeout
+                | Reason::BirthDependencyDied
+                | Reason::BirthDependencyUnknown
+                | Reason::BirthApiError
+                | Reason::BirthNotRecorded
+                | Reason::SpawnFailed
+                | Reason::ChildNotStopped
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Exited => "exited",

@@ -35,15 +35,13 @@ pub struct OwnRecord {
     tombstone: Tombstone,
     ready_slot: Option<Reserved>,
     death_slot: Option<Reserved>,
-    /// A readiness probe will record `Ready` later: keep space for it too.
-    wants_ready_slot: bool,
 }
 
 impl OwnRecord {
     /// Creates the graveyard if needed, takes the lock, removes what a crashed earlier
-    /// incarnation left, and reserves space for the records to come. An error is one line
-    /// naming the setting and the fix; nothing was started.
-    pub fn open(dir: &Path, name: &str, wants_ready_slot: bool) -> Result<OwnRecord, String> {
+    /// incarnation left, and reserves space for the records to come (`Ready`, `Died`). An
+    /// error is one line naming the setting and the fix; nothing was started.
+    pub fn open(dir: &Path, name: &str) -> Result<OwnRecord, String> {
         fsutil::ensure_graveyard(dir).map_err(|e| {
             format!(
                 "invalid KUBEXIT_GRAVEYARD={:?}: cannot create the directory: {e}",
@@ -85,7 +83,6 @@ impl OwnRecord {
             tombstone: Tombstone::default(),
             ready_slot: None,
             death_slot: None,
-            wants_ready_slot,
         };
         record.reserve().map_err(|e| {
             format!(
@@ -101,7 +98,7 @@ impl OwnRecord {
         if self.death_slot.is_none() && self.tombstone.died.is_none() {
             self.death_slot = Some(Reserved::new(&self.dir, &self.name)?);
         }
-        if self.wants_ready_slot && self.ready_slot.is_none() && self.tombstone.ready.is_none() {
+        if self.ready_slot.is_none() && self.tombstone.ready.is_none() {
             self.ready_slot = Some(Reserved::new(&self.dir, &self.name)?);
         }
         Ok(())
@@ -124,21 +121,20 @@ impl OwnRecord {
         works
     }
 
-    /// Records `Born` (and `Ready` when no probe decides it), durably, in a fresh record:
-    /// a restarted container replaces its old tombstone. The child must not be started if
-    /// this fails.
-    pub fn record_birth(&mut self, ready: bool) -> io::Result<()> {
-        let now = Utc::now();
+    /// Records `Born`, durably, in a fresh record: a restarted container replaces its old
+    /// tombstone. The child must not be started if this fails. `Ready` comes after the
+    /// child was started (`record_ready`): a peer waiting for it must never see a
+    /// container ready whose command then turns out not to exist.
+    pub fn record_birth(&mut self) -> io::Result<()> {
         self.tombstone = Tombstone {
-            born: Some(now),
-            ready: ready.then_some(now),
+            born: Some(Utc::now()),
             ..Tombstone::default()
         };
-        self.ready_slot = self.ready_slot.take().filter(|_| !ready);
         self.write(&self.tombstone.encode())
     }
 
-    /// Records `Ready` (the probe passed), in the space reserved for it.
+    /// Records `Ready` (the child was started, or its probe passed), in the space
+    /// reserved for it.
     pub fn record_ready(&mut self) -> io::Result<bool> {
         let t = &mut self.tombstone;
         if t.born.is_none() || t.ready.is_some() || t.died.is_some() {
@@ -173,7 +169,8 @@ impl OwnRecord {
                     warn!("the graveyard {} is gone; re-creating it", self.dir.display());
                     self.restore()?;
                 }
-                Err((_slot, e)) => warn!("cannot write the reserved record ({e}); writing a new file"),
+                // the caller reports it if the ordinary write fails too
+                Err((_slot, e)) => debug!("cannot write the reserved record ({e}); writing a new file"),
             }
         }
         self.write(&bytes)

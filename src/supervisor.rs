@@ -18,7 +18,7 @@ use nix::sys::time::TimeSpec;
 use tracing::{debug, error, info, warn};
 
 use crate::config::{Config, DeathTrigger, WatchMode, format_go_duration};
-use crate::core::{Action, Core, DepState, Outcome, Phase, Policy};
+use crate::core::{Action, Core, DepState, Outcome, Phase, Policy, Reason};
 use crate::events::{Event, Poster};
 use crate::fsutil::{self, Watched};
 use crate::observe::Observer;
@@ -67,8 +67,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
             warn!("cannot become a child subreaper ({e}); orphans of the child will not be reaped by sexton");
         }
     }
-    let record = OwnRecord::open(&cfg.graveyard, &cfg.name, cfg.ready_probe.is_some())
-        .map_err(SetupError)?;
+    let record = OwnRecord::open(&cfg.graveyard, &cfg.name).map_err(SetupError)?;
     let locks_work = record.locks_work();
     let core = Core::new(Policy::from_config(&cfg, pid1));
     let watched = core.watched();
@@ -426,7 +425,8 @@ impl Supervisor {
             return;
         }
         match self.record.record_ready() {
-            Ok(true) => info!("child is ready"),
+            Ok(true) if self.cfg.ready_probe.is_some() => info!("child is ready"),
+            Ok(true) => debug!("child started: recorded Ready"),
             Ok(false) => {}
             Err(e) => error!(
                 "cannot record Ready in the graveyard {}: {e}; containers waiting for this one will time out",
@@ -489,9 +489,10 @@ impl Supervisor {
         None
     }
 
-    /// Records `Born` durably, then starts the child, unless a stop signal came first.
+    /// Records `Born` durably, then starts the child, unless a stop signal came first;
+    /// `Ready` once it runs (unless a probe decides).
     fn spawn_child(&mut self, now: Instant) -> Vec<Action> {
-        if let Err(e) = self.record.record_birth(self.cfg.ready_probe.is_none()) {
+        if let Err(e) = self.record.record_birth() {
             let path = self.cfg.graveyard.join(&self.cfg.name);
             return self.core.on_birth_not_recorded(format!("{}: {e}", path.display()));
         }
@@ -503,13 +504,14 @@ impl Supervisor {
             Ok(child) => {
                 self.child = Some(child);
                 info!(pid = child.pid.as_raw(), command = ?self.cfg.command, "started child");
-                self.start_probe();
+                if self.cfg.ready_probe.is_some() {
+                    self.start_probe();
+                } else {
+                    self.on_ready();
+                }
                 actions.extend(self.core.on_spawned(now));
             }
-            Err((failure, detail)) => {
-                error!("{detail}");
-                actions.extend(self.core.on_spawn_failed(failure, detail));
-            }
+            Err((failure, detail)) => actions.extend(self.core.on_spawn_failed(failure, detail)),
         }
         actions
     }
@@ -550,13 +552,22 @@ impl Supervisor {
 
     fn finish(&mut self, o: Outcome) -> i32 {
         self.probe_stop.store(true, Ordering::Relaxed);
-        if let Err(e) = self.record.record_death(&o) {
-            error!(
+        let recorded = self.record.record_death(&o);
+        // one line says how it ended: an error for what needs fixing
+        if o.reason.is_failure() {
+            error!(exit_code = o.exit_code, reason = o.reason.as_str(), "{}", o.message);
+        } else {
+            info!(exit_code = o.exit_code, reason = o.reason.as_str(), "{}", o.message);
+        }
+        match recorded {
+            // where Born could not be written, the death cannot be either: said above
+            Err(_) if o.reason == Reason::BirthNotRecorded => {}
+            Err(e) => error!(
                 "cannot record this container's death in {}: {e}; containers depending on it will see it only through its lock",
                 self.cfg.graveyard.join(&self.cfg.name).display()
-            );
+            ),
+            Ok(()) => {}
         }
-        info!(exit_code = o.exit_code, reason = o.reason.as_str(), "{}", o.message);
         // After `Died` is recorded (dependents react at once), tell local proxies to quit.
         for url in &self.cfg.shutdown_hooks {
             run_hook(url, self.cfg.shutdown_hook_timeout);
