@@ -21,10 +21,12 @@ if GOBIN="$CACHE/bin" go install -trimpath -ldflags "$LDFLAGS" "github.com/karlk
   echo "$CACHE/bin/kubexit"; exit 0
 fi
 # A source tree left in the cache by an earlier run (see BENCHMARKS.md, "kubexit").
-if [ -f "$CACHE/kubexit-src/go.mod" ]; then
-  (cd "$CACHE/kubexit-src" && go mod tidy >&2 && go build -trimpath -ldflags "$LDFLAGS" -o "$CACHE/bin/kubexit" ./cmd/kubexit) >&2
-  echo "$CACHE/bin/kubexit"; exit 0
-fi
+for src in "$CACHE/src" "$CACHE/kubexit-src"; do
+  if [ -f "$src/go.mod" ]; then
+    (cd "$src" && go mod tidy >&2 && go build -trimpath -ldflags "$LDFLAGS" -o "$CACHE/bin/kubexit" ./cmd/kubexit) >&2
+    echo "$CACHE/bin/kubexit"; exit 0
+  fi
+done
 cat >&2 <<MSG
 bench/kubexit.sh: cannot get kubexit: the Go module proxy did not serve
 github.com/karlkfi/kubexit@$VERSION. Set KUBEXIT_SRC to a checkout of

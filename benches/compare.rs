@@ -6,6 +6,11 @@
 //!   reaction = (sidecar child receives SIGTERM) - (main child's last instruction).
 //!
 //! Args: --kubexit BIN --child BIN --out DIR [--quick] [--idle-secs N]
+//!       [--churn BIN] [--churn-secs N] [--only-cpu] [--only-reaction]
+//!       [--sexton BIN] [--sexton-old BIN] [--sexton-musl BIN] [--sexton-slim BIN]
+//!
+//! `--only-cpu` runs the CPU section alone (graveyard churn and idle) and merges it into
+//! an existing `results.json`, so `bench/report.py` can rewrite that part of BENCHMARKS.md.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -26,6 +31,14 @@ struct Tool {
 
 struct Opts {
     kubexit: PathBuf,
+    /// The sexton measured (default: the one cargo built with this benchmark).
+    sexton: PathBuf,
+    /// An earlier sexton build, measured as "sexton (before)" in the CPU section.
+    old: Option<PathBuf>,
+    /// The load generator (`bench/churn.c`).
+    churn: Option<PathBuf>,
+    churn_secs: f64,
+    only_cpu: bool,
     musl: Option<PathBuf>,
     slim: Option<PathBuf>,
     child: PathBuf,
@@ -41,12 +54,18 @@ fn opts() -> Opts {
     let (mut kubexit, mut child, mut out, mut quick, mut idle_secs, mut musl) =
         (None, None, None, false, 60, None);
     let mut only_reaction = false;
-    let mut slim = None;
+    let (mut slim, mut sexton, mut old, mut churn, mut churn_secs, mut only_cpu) =
+        (None, None, None, None, None, false);
     while let Some(x) = a.next() {
         match x.as_str() {
             "--kubexit" => kubexit = a.next().map(PathBuf::from),
             "--sexton-musl" => musl = a.next().map(PathBuf::from),
             "--sexton-slim" => slim = a.next().map(PathBuf::from),
+            "--sexton" => sexton = a.next().map(PathBuf::from),
+            "--sexton-old" => old = a.next().map(PathBuf::from),
+            "--churn" => churn = a.next().map(PathBuf::from),
+            "--churn-secs" => churn_secs = a.next().and_then(|s| s.parse().ok()),
+            "--only-cpu" => only_cpu = true,
             "--child" => child = a.next().map(PathBuf::from),
             "--out" => out = a.next().map(PathBuf::from),
             "--quick" => quick = true,
@@ -58,6 +77,11 @@ fn opts() -> Opts {
     }
     Opts {
         kubexit: kubexit.expect("--kubexit BIN (bench/run.sh builds it)"),
+        sexton: sexton.unwrap_or_else(|| SEXTON.into()),
+        old,
+        churn,
+        churn_secs: churn_secs.unwrap_or(if quick { 2.0 } else { 4.0 }),
+        only_cpu,
         musl,
         slim,
         child: child.expect("--child BIN"),
@@ -303,15 +327,16 @@ fn idle(o: &Opts, configs: &[Tool], base: &Path) -> BTreeMap<String, Value> {
         pods.push((t.label, d, main, side, pid));
     }
     std::thread::sleep(Duration::from_secs(2)); // settle: start-up work is not idle work
-    let before: Vec<(u64, u64)> = pods
+    let before: Vec<(u64, u64, u64)> = pods
         .iter()
-        .map(|p| (cpu_ns(p.4), status_kb(p.4, "VmRSS:")))
+        .map(|p| (cpu_ns(p.4), status_kb(p.4, "VmRSS:"), ctx_switches(p.4)))
         .collect();
     eprintln!("  idle window: {} s", o.idle_secs);
     std::thread::sleep(Duration::from_secs(o.idle_secs));
     let mut res = BTreeMap::new();
     for (i, (label, d, mut main, mut side, pid)) in pods.into_iter().enumerate() {
         let cpu = cpu_ns(pid).saturating_sub(before[i].0);
+        let ctxsw = ctx_switches(pid).saturating_sub(before[i].2);
         let threads = fs::read_dir(format!("/proc/{pid}/task"))
             .map(|r| r.count())
             .unwrap_or(0);
@@ -324,6 +349,7 @@ fn idle(o: &Opts, configs: &[Tool], base: &Path) -> BTreeMap<String, Value> {
                 "pss_kb": smaps_kb(pid, "Pss:"),
                 "private_kb": smaps_kb(pid, "Private_Dirty:") + smaps_kb(pid, "Private_Clean:"),
                 "cpu_ms": cpu as f64 / 1e6,
+                "ctxsw": ctxsw,
                 "threads": threads,
                 "window_s": o.idle_secs,
             }),
@@ -396,6 +422,256 @@ fn sizes(bin: &Path, base: &Path) -> Value {
     v
 }
 
+/// Context switches (voluntary + involuntary) of every thread of `pid`: how often the
+/// process went to sleep or was preempted, i.e. about one per wake-up.
+fn ctx_switches(pid: i32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("status")).ok())
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Busy CPU time of the whole machine so far, in ns (/proc/stat, every core, all but idle
+/// and iowait): subtracting the processes we know of leaves what other jobs used.
+fn machine_busy_ns() -> u64 {
+    let s = fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 8 {
+        return 0;
+    }
+    let hz = 100; // USER_HZ on Linux
+    (v.iter().sum::<u64>() - v[3] - v[4]) * 1_000_000_000 / hz
+}
+
+fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Parses the generator's `key=value` summary line.
+fn kv(out: &str, key: &str) -> f64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// A pod in `gy`: a main container (idle child) and a sidecar with a death dependency on
+/// it. Returns (main, sidecar, the sidecar's wrapper PID).
+fn pod(o: &Opts, t: &Tool, gy: &Path, side: &str) -> (Child, Child, i32) {
+    let child = o.child.to_str().unwrap();
+    let skip = usize::from(t.label == "kubexit");
+    let args: Vec<&str> = ["--", child, "idle"].iter().skip(skip).copied().collect();
+    let main = container(t, "main", gy, "", &args, true);
+    assert!(
+        wait_until(Duration::from_secs(10), || gy.join("main").exists()),
+        "{}: main not born",
+        t.label
+    );
+    let sc = container(t, side, gy, "main", &args, true);
+    assert!(
+        wait_until(Duration::from_secs(10), || gy.join(side).exists()),
+        "{}: sidecar not born",
+        t.label
+    );
+    let pid = wrapper_of(sc.id()).expect("wrapper pid");
+    (main, sc, pid)
+}
+
+/// Waits (at most 5 s) until the wrapper has caught up with the graveyard: less than 0.2 ms
+/// of CPU in 100 ms, so that a backlog of events (the removal of the files of a `create`
+/// window) is not counted in the next window.
+fn quiesce(pid: i32) {
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut last = cpu_ns(pid);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = cpu_ns(pid);
+        if now.saturating_sub(last) < 200_000 || Instant::now() > end {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// Other jobs' load (cores) above which a churn window counts as disturbed.
+const DISTURBED: f64 = 0.25;
+
+/// One churn window: the generator at `rate` for `o.churn_secs`, the wrapper's CPU over it.
+fn churn_window(
+    o: &Opts,
+    t: &Tool,
+    gy: &Path,
+    pid: i32,
+    side: &mut Child,
+    mode: &str,
+    rate: u32,
+) -> Value {
+    let (c0, s0, m0) = (cpu_ns(pid), ctx_switches(pid), machine_busy_ns());
+    let t0 = Instant::now();
+    let out = Command::new(o.churn.as_ref().unwrap())
+        .arg(gy)
+        .arg(rate.to_string())
+        .arg(o.churn_secs.to_string())
+        .arg(mode)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run the generator");
+    let wall = t0.elapsed().as_secs_f64();
+    let (c1, s1, m1) = (cpu_ns(pid), ctx_switches(pid), machine_busy_ns());
+    let alive = side.try_wait().ok().flatten().is_none();
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    let (files, elapsed_s) = (kv(&out, "files"), kv(&out, "elapsed_ns") / 1e9);
+    let gen_cpu = kv(&out, "cpu_ns");
+    let cpu = c1.saturating_sub(c0) as f64;
+    let other = (m1.saturating_sub(m0) as f64 - cpu - gen_cpu).max(0.0) / 1e9 / wall;
+    let row = json!({
+        "tool": t.label, "mode": mode, "rate": rate,
+        "files": files, "elapsed_s": elapsed_s,
+        "achieved_per_s": files / elapsed_s,
+        "late_files": kv(&out, "late"),
+        "cpu_ms": cpu / 1e6,
+        "cpu_pct": cpu / 1e9 / wall * 100.0,
+        "cpu_us_per_1000": cpu / 1e3 / (files / 1000.0),
+        "ctxsw_per_s": s1.saturating_sub(s0) as f64 / wall,
+        "generator_cpu_pct": gen_cpu / 1e9 / wall * 100.0,
+        "other_load_cores": other,
+        "window_s": wall,
+        "sidecar_alive": alive,
+    });
+    eprintln!(
+        "  {:<15} {mode:<6} {rate:>5}/s: achieved {:>6.0}/s, wrapper {:>6.2}% of a core, {:>7.0} CPU-µs/1000 files, {:>6.0} ctx switches/s, other load {:.2} cores{}",
+        t.label,
+        row["achieved_per_s"].as_f64().unwrap_or(f64::NAN),
+        row["cpu_pct"].as_f64().unwrap_or(f64::NAN),
+        row["cpu_us_per_1000"].as_f64().unwrap_or(f64::NAN),
+        row["ctxsw_per_s"].as_f64().unwrap_or(f64::NAN),
+        other,
+        if alive { "" } else { "  SIDECAR EXITED" }
+    );
+    row
+}
+
+const CHURN_RATES: [u32; 3] = [1000, 5000, 8500];
+
+/// CPU of a sidecar's wrapper while a generator creates (`create`) or creates and removes
+/// (`cycle`) unrelated files in its graveyard at steady rates. One tool at a time, so that
+/// on a small machine the tools do not batch each other's wake-ups.
+fn churn(o: &Opts, tools: &[Tool], base: &Path) -> Vec<Value> {
+    let generator = o
+        .churn
+        .as_ref()
+        .expect("--churn BIN (bench/churn.c; bench/run.sh builds it)");
+    let mut rows = vec![];
+    for t in tools {
+        let d = fresh_dir(base, &format!("churn-{}", t.label));
+        let gy = d.join("graveyard");
+        let (mut main, mut side, pid) = pod(o, t, &gy, "side");
+        std::thread::sleep(Duration::from_secs(1)); // start-up work is not churn work
+        for mode in ["create", "cycle"] {
+            for rate in CHURN_RATES {
+                // a window during which other jobs used the machine is measured again once;
+                // the less disturbed of the two is kept
+                let mut best: Option<Value> = None;
+                for attempt in 0..2 {
+                    let row = churn_window(o, t, &gy, pid, &mut side, mode, rate);
+                    let other = row["other_load_cores"].as_f64().unwrap_or(0.0);
+                    if mode == "create" {
+                        let _ = Command::new(generator)
+                            .arg(&gy)
+                            .args(["0", "0", "clean"])
+                            .output();
+                    }
+                    quiesce(pid);
+                    let keep = best.as_ref().is_none_or(|b| {
+                        other < b["other_load_cores"].as_f64().unwrap_or(f64::INFINITY)
+                    });
+                    if keep {
+                        best = Some(row);
+                    }
+                    if other <= DISTURBED || attempt == 1 {
+                        break;
+                    }
+                    eprintln!("    (other jobs used {other:.2} cores: measuring again)");
+                }
+                let mut row = best.unwrap();
+                row["disturbed"] =
+                    json!(row["other_load_cores"].as_f64().unwrap_or(0.0) > DISTURBED);
+                rows.push(row);
+            }
+        }
+        let _ = side.kill();
+        let _ = main.kill();
+        let _ = side.wait();
+        let _ = main.wait();
+        let _ = fs::remove_dir_all(&d);
+    }
+    rows
+}
+
+/// The CPU section: churn, then (unless the full run measured it already) idle.
+fn cpu_section(o: &Opts, tools: &[Tool], base: &Path, idle_done: Option<&Value>) -> Value {
+    let load_before = loadavg();
+    let started = Instant::now();
+    eprintln!(
+        "CPU under graveyard churn: {} s per rate, load average {load_before}",
+        o.churn_secs
+    );
+    let rows = churn(o, tools, base);
+    let idle_res = match idle_done {
+        Some(v) => {
+            let mut m = serde_json::Map::new();
+            for t in tools {
+                if let Some(x) = v.get(t.label) {
+                    m.insert(t.label.into(), x.clone());
+                }
+            }
+            Value::Object(m)
+        }
+        None => {
+            eprintln!("CPU idle");
+            let m0 = machine_busy_ns();
+            let t0 = Instant::now();
+            let mut v = json!(idle(o, tools, base));
+            let other =
+                (machine_busy_ns().saturating_sub(m0) as f64 / 1e9 / t0.elapsed().as_secs_f64())
+                    .max(0.0);
+            v["machine_busy_cores"] = json!(other);
+            v
+        }
+    };
+    eprintln!("CPU section: {:.0} s", started.elapsed().as_secs_f64());
+    json!({
+        "churn": rows,
+        "idle": idle_res,
+        "churn_secs": o.churn_secs,
+        "section_s": started.elapsed().as_secs_f64(),
+        "load_before": load_before,
+        "load_after": loadavg(),
+        "labels": tools.iter().map(|t| t.label).collect::<Vec<_>>(),
+    })
+}
+
 fn machine() -> Value {
     let cpu = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpu
@@ -417,6 +693,9 @@ fn machine() -> Value {
         "mem": sh("free -g | awk '/Mem:/{print $2\" GiB\"}'"),
         "tmpfs": "/dev/shm",
         "disk_fs": sh("stat -f -c %T /var/tmp"),
+        "sexton_commit": sh("git rev-parse --short HEAD"),
+        "sexton_uncommitted": sh("git status --porcelain -- src Cargo.toml Cargo.lock | awk '{print $2}' | tr '\\n' ' '"),
+        "loadavg": loadavg(),
     })
 }
 
@@ -445,22 +724,22 @@ fn main() {
     };
     let sexton = Tool {
         label: "sexton",
-        bin: SEXTON.into(),
+        bin: o.sexton.clone(),
         env: vec![],
     };
     let sexton_inotify = Tool {
         label: "sexton-inotify",
-        bin: SEXTON.into(),
+        bin: o.sexton.clone(),
         env: vec![("KUBEXIT_WATCH", "inotify".into())],
     };
     let sexton_poll = Tool {
         label: "sexton-poll",
-        bin: SEXTON.into(),
+        bin: o.sexton.clone(),
         env: vec![("KUBEXIT_WATCH", "poll".into())],
     };
     let sexton_poll100 = Tool {
         label: "sexton-poll-100ms",
-        bin: SEXTON.into(),
+        bin: o.sexton.clone(),
         env: vec![
             ("KUBEXIT_WATCH", "poll".into()),
             ("KUBEXIT_POLL_INTERVAL", "100ms".into()),
@@ -477,6 +756,29 @@ fn main() {
         bin,
         env: vec![],
     });
+    let old = o.old.clone().map(|bin| Tool {
+        label: "sexton-old",
+        bin,
+        env: vec![],
+    });
+    // the CPU section: kubexit, sexton in both watch modes, and the earlier build if given
+    let mut cpu_tools = vec![kubexit.clone(), sexton.clone(), sexton_inotify.clone()];
+    cpu_tools.extend(old.clone());
+    if o.only_cpu {
+        let cpu = cpu_section(&o, &cpu_tools, &shm, None);
+        let _ = fs::remove_dir_all(&shm);
+        // merged into the results of the last full run, if there is one
+        let path = o.out.join("results.json");
+        let mut r: Value = fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_else(|| json!({}));
+        r["cpu"] = cpu;
+        r["cpu"]["machine"] = machine();
+        fs::write(&path, serde_json::to_string_pretty(&r).unwrap()).unwrap();
+        eprintln!("wrote {} (cpu section)", path.display());
+        return;
+    }
     let mut main_tools = vec![&kubexit, &sexton, &sexton_inotify];
     main_tools.extend(musl.iter());
     main_tools.extend(slim.iter());
@@ -585,10 +887,15 @@ fn main() {
     ];
     idle_tools.extend(musl.clone());
     idle_tools.extend(slim.clone());
-    r.insert("idle".into(), json!(idle(&o, &idle_tools, &shm)));
+    idle_tools.extend(old.clone());
+    let idle_res = json!(idle(&o, &idle_tools, &shm));
+    r.insert("idle".into(), idle_res.clone());
 
-    let mut size =
-        json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(Path::new(SEXTON), &shm) });
+    let mut cpu = cpu_section(&o, &cpu_tools, &shm, Some(&idle_res));
+    cpu["machine"] = machine();
+    r.insert("cpu".into(), cpu);
+
+    let mut size = json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(&o.sexton, &shm) });
     for t in musl.iter().chain(slim.iter()) {
         size[t.label] = sizes(&t.bin, &shm);
     }
