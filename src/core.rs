@@ -342,8 +342,14 @@ impl Core {
             .any(|d| d == name)
     }
 
+    /// Whether the child has not been started yet (birth dependencies may still be read).
+    pub fn before_start(&self) -> bool {
+        matches!(self.phase, Phase::Created | Phase::WaitingBirth { .. })
+    }
+
     /// Whether a dependency's lock is worth a waiting thread now: a death dependency
-    /// before the child has ended, or a birth dependency still waited for.
+    /// before the child has ended, or a birth dependency still waited for. (Also: the
+    /// dependencies whose changes the watch and the poll must see.)
     pub fn wants_lock_watch(&self, name: &str) -> bool {
         let waiting = matches!(self.phase, Phase::Created | Phase::WaitingBirth { .. });
         let live = waiting || matches!(self.phase, Phase::Starting | Phase::Running);

@@ -144,6 +144,23 @@ impl Observer {
             .collect()
     }
 
+    /// Whether a dependency that `cares` has no lock file (as of its last read; one never
+    /// read counts): the watch must then see its lock being linked, or its kubexit
+    /// tombstone written in place.
+    pub fn any_unlocked(&self, cares: impl Fn(&str) -> bool) -> bool {
+        self.deps
+            .iter()
+            .any(|(n, d)| cares(n) && !d.seen.is_some_and(|(_, lock)| lock.is_some()))
+    }
+
+    /// Whether a dependency that `cares` has no thread blocked on its lock: its death
+    /// could then go unnoticed where inotify is silent, without the poll.
+    pub fn any_unwaited(&self, cares: impl Fn(&str) -> bool) -> bool {
+        self.deps
+            .iter()
+            .any(|(n, d)| cares(n) && !(self.locks_work && d.waiter))
+    }
+
     /// Forgets what the last reads saw (the graveyard was re-created): the next poll
     /// reads everything.
     pub fn forget(&mut self) {

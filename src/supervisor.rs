@@ -26,7 +26,7 @@ use crate::process::{self, Child};
 use crate::record::OwnRecord;
 use crate::sigfd::Signals;
 use crate::signal::Signal;
-use crate::watch::GraveyardWatcher;
+use crate::watch::{GraveyardWatcher, Interest};
 
 /// Error before anything was started: exit 2 with this message.
 #[derive(Debug)]
@@ -49,7 +49,11 @@ pub struct Supervisor {
     /// The graveyard directory as last seen, to notice that it was removed or replaced.
     graveyard: Watched,
     graveyard_id: Option<(u64, u64)>,
+    /// The poll interval (modes `poll` and `auto`).
     poll: Option<Duration>,
+    /// Poll even when the lock waiters and inotify cover every dependency (mode `poll`,
+    /// or inotify not available).
+    always_poll: bool,
     poster: Poster,
     events: mpsc::Receiver<Event>,
     probe_stop: Arc<AtomicBool>,
@@ -73,6 +77,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
     let watched = core.watched();
     let (watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
     let graveyard = Watched::new(&cfg.graveyard);
+    let always_poll = watcher.is_none();
     let mut sup = Supervisor {
         observer: Observer::new(&cfg.graveyard, &watched, locks_work, poster.clone()),
         graveyard_id: graveyard.dir_identity(),
@@ -84,6 +89,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         signals,
         watcher,
         poll,
+        always_poll,
         poster,
         events,
         probe_stop: Arc::new(AtomicBool::new(false)),
@@ -168,8 +174,13 @@ impl Supervisor {
         if let Some(code) = self.execute(actions) {
             return code;
         }
-        let mut next_poll = self.poll.map(|p| Instant::now() + p);
+        let mut next_poll = None;
         loop {
+            let actions = self.update_interest(Instant::now());
+            if let Some(code) = self.execute(actions) {
+                return code;
+            }
+            next_poll = self.schedule_poll(next_poll);
             let wake = self.wait(next_poll);
             let now = Instant::now();
             let mut actions = vec![];
@@ -183,14 +194,48 @@ impl Supervisor {
                 actions.extend(self.helper_events(now));
             }
             actions.extend(self.core.tick(now));
-            if let (Some(p), Some(t)) = (self.poll, next_poll) {
-                if now >= t {
-                    actions.extend(self.poll_graveyard(now));
-                    next_poll = Some(now + p);
-                }
+            if next_poll.is_some_and(|t| now >= t) {
+                actions.extend(self.poll_graveyard(now));
+                next_poll = None;
             }
             if let Some(code) = self.execute(actions) {
                 return code;
+            }
+        }
+    }
+
+    /// The poll runs only where a change could otherwise be missed: always in mode
+    /// `poll` (or without inotify); in mode `auto` while the child is not started yet
+    /// (readiness of birth dependencies) or while a dependency that matters has no thread
+    /// blocked on its lock (a kubexit one, one not started yet). A sidecar whose death
+    /// dependencies all hold their locks does not wake at all while idle. Returns when
+    /// the next poll is due.
+    fn schedule_poll(&self, next: Option<Instant>) -> Option<Instant> {
+        let interval = self.poll?;
+        let core = &self.core;
+        let needed = self.always_poll
+            || core.before_start()
+            || self.observer.any_unwaited(|d| core.wants_lock_watch(d));
+        needed.then(|| next.unwrap_or_else(|| Instant::now() + interval))
+    }
+
+    /// Keeps the watch as narrow as the dependencies allow (see `watch::Interest`). When
+    /// it grows, what it did not report until now is read again.
+    fn update_interest(&mut self, now: Instant) -> Vec<Action> {
+        let Some(w) = &mut self.watcher else {
+            return vec![];
+        };
+        let core = &self.core;
+        let interest = Interest {
+            unlocked_deps: self.observer.any_unlocked(|d| core.wants_lock_watch(d)),
+        };
+        match w.set_interest(interest) {
+            Ok(false) => vec![],
+            Ok(true) => self.rescan(now),
+            Err(e) => {
+                warn!("cannot change the graveyard watch ({e}); polling as well");
+                self.always_poll = true;
+                vec![]
             }
         }
     }
@@ -205,14 +250,17 @@ impl Supervisor {
         let timeout =
             deadline.map(|d| TimeSpec::from_duration(d.saturating_duration_since(Instant::now())));
         let efd = self.poster.eventfd();
-        let mut fds = vec![
-            PollFd::new(self.signals.fd(), PollFlags::POLLIN),
+        let sig = || PollFd::new(self.signals.fd(), PollFlags::POLLIN);
+        // no allocation per wake-up: without a watch, the third slot is left out
+        let mut fds = [
+            sig(),
             PollFd::new(efd.as_fd(), PollFlags::POLLIN),
+            self.watcher
+                .as_ref()
+                .map_or_else(sig, |w| PollFd::new(w.fd(), PollFlags::POLLIN)),
         ];
-        if let Some(w) = &self.watcher {
-            fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
-        }
-        match ppoll(&mut fds, timeout, None) {
+        let n = if self.watcher.is_some() { 3 } else { 2 };
+        match ppoll(&mut fds[..n], timeout, None) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => {
                 error!("ppoll failed: {e}");
@@ -223,7 +271,7 @@ impl Supervisor {
         Wake {
             signals: ready(&fds[0]),
             events: ready(&fds[1]),
-            inotify: fds.get(2).is_some_and(ready),
+            inotify: n == 3 && ready(&fds[2]),
         }
     }
 
@@ -260,7 +308,7 @@ impl Supervisor {
 
     /// Drains the graveyard watch: re-creates a removed graveyard, re-reads what changed.
     fn graveyard_events(&mut self, now: Instant) -> Vec<Action> {
-        let Some(w) = &self.watcher else {
+        let Some(w) = &mut self.watcher else {
             return vec![];
         };
         let core = &self.core;
@@ -308,9 +356,8 @@ impl Supervisor {
         if let Some(w) = &self.watcher {
             if let Err(e) = w.rewatch() {
                 warn!("cannot watch the re-created graveyard ({e}); only the poll sees changes now");
-                if self.poll.is_none() {
-                    self.poll = Some(self.cfg.poll_interval);
-                }
+                self.poll = Some(self.cfg.poll_interval);
+                self.always_poll = true;
             }
         }
         self.graveyard_id = self.graveyard.dir_identity();

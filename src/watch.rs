@@ -3,11 +3,18 @@
 //! at this file": the supervisor re-reads the tombstone, so a lost or merged event costs at
 //! most a delay, never a wrong decision.
 //!
-//! The mask holds changes only. Opens and reads are not subscribed: a watcher that reacts
-//! to a read by reading again would feed itself (the `notify` crate subscribes IN_OPEN and
-//! did exactly that here once). Deletions of files are not subscribed either: a vanished
-//! tombstone changes no decision (a dead dependency stays dead), and every unrelated file
-//! removed from a busy graveyard would wake the loop.
+//! The mask holds changes only, and only those that can matter now (`Interest`), because a
+//! graveyard may be shared with a busy program and every event wakes the loop:
+//! - always renames into the directory (sexton writes tombstones by rename) and the
+//!   directory's own deletion or move;
+//! - file creations and in-place writes (a lock file being linked, a kubexit tombstone
+//!   written in place) only while some dependency has no lock file yet. Once every
+//!   dependency holds its lock, a program creating thousands of files wakes nothing.
+//!
+//! Opens and reads are never subscribed: a watcher that reacts to a read by reading again
+//! would feed itself (the `notify` crate subscribes IN_OPEN and did exactly that here once).
+//! Deletions of files are not subscribed either: a vanished tombstone changes no decision
+//! (a dead dependency stays dead).
 //!
 //! Events are parsed in place from one read buffer and filtered by name before anything
 //! else happens (no allocation, no system call for an unrelated file): a graveyard shared
@@ -20,11 +27,30 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
-pub const MASK: AddWatchFlags = AddWatchFlags::IN_CLOSE_WRITE
-    .union(AddWatchFlags::IN_MOVED_TO)
-    .union(AddWatchFlags::IN_CREATE)
+/// Events that always matter.
+const BASE: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
     .union(AddWatchFlags::IN_DELETE_SELF)
-    .union(AddWatchFlags::IN_MOVE_SELF);
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_ONLYDIR);
+/// Events that matter while a dependency has no lock file yet.
+const UNLOCKED: AddWatchFlags = AddWatchFlags::IN_CREATE.union(AddWatchFlags::IN_CLOSE_WRITE);
+
+/// What the watch must report now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interest {
+    /// Some dependency has no lock file yet: its lock being linked into place, or its
+    /// kubexit tombstone being written in place, must be seen.
+    pub unlocked_deps: bool,
+}
+
+impl Interest {
+    fn mask(self) -> AddWatchFlags {
+        if self.unlocked_deps { BASE | UNLOCKED } else { BASE }
+    }
+}
+
+/// Room for ~250 events of short names; a u64 array, aligned for `struct inotify_event`.
+const BUF_WORDS: usize = 1024;
 
 /// Events that mean the watched directory itself is gone or was moved away (the kernel
 /// then drops the watch: IN_IGNORED), or that events were lost.
@@ -40,6 +66,8 @@ const HEADER: usize = 16;
 pub struct GraveyardWatcher {
     inotify: Inotify,
     dir: PathBuf,
+    interest: Interest,
+    buf: Box<[u64; BUF_WORDS]>,
 }
 
 /// What one drain of the inotify queue says.
@@ -53,12 +81,18 @@ pub struct Changes {
     pub dir_gone: bool,
 }
 
+/// Starts watching with the widest interest; `set_interest` narrows it.
 pub fn watch(graveyard: &Path) -> nix::Result<GraveyardWatcher> {
     let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-    inotify.add_watch(graveyard, MASK)?;
+    let interest = Interest {
+        unlocked_deps: true,
+    };
+    inotify.add_watch(graveyard, interest.mask())?;
     Ok(GraveyardWatcher {
         inotify,
         dir: graveyard.to_path_buf(),
+        interest,
+        buf: Box::new([0; BUF_WORDS]),
     })
 }
 
@@ -69,19 +103,30 @@ impl GraveyardWatcher {
 
     /// Watches the graveyard path again (after it was re-created).
     pub fn rewatch(&self) -> nix::Result<()> {
-        self.inotify.add_watch(&self.dir, MASK).map(|_| ())
+        self.inotify.add_watch(&self.dir, self.interest.mask()).map(|_| ())
+    }
+
+    /// Changes what is reported (inotify_add_watch on a watched inode replaces its mask).
+    /// `Ok(true)` when the interest grew: events of the new kind may have been missed
+    /// until now, so the caller reads the dependencies again.
+    pub fn set_interest(&mut self, interest: Interest) -> nix::Result<bool> {
+        if interest == self.interest {
+            return Ok(false);
+        }
+        self.inotify.add_watch(&self.dir, interest.mask())?;
+        let grew = interest.unlocked_deps && !self.interest.unlocked_deps;
+        self.interest = interest;
+        Ok(grew)
     }
 
     /// Reads every queued event without blocking; keeps the names `relevant` accepts.
-    pub fn drain(&self, relevant: impl Fn(&str) -> bool) -> Changes {
+    pub fn drain(&mut self, relevant: impl Fn(&str) -> bool) -> Changes {
         let mut c = Changes::default();
-        // aligned for `struct inotify_event`; room for ~250 events of short names
-        let mut buf = [0u64; 1024];
         loop {
             // SAFETY: the u64 buffer is viewed as bytes, fully initialised, and outlives
             // the slice.
             let bytes: &mut [u8] = unsafe {
-                std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast(), buf.len() * 8)
+                std::slice::from_raw_parts_mut(self.buf.as_mut_ptr().cast(), BUF_WORDS * 8)
             };
             let n = match nix::unistd::read(self.inotify.as_fd(), bytes) {
                 Ok(0) | Err(Errno::EAGAIN) => break,
@@ -136,7 +181,7 @@ mod tests {
         let d = std::env::temp_dir().join(format!("sexton-watch-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("main"), "x\n").unwrap();
-        let w = watch(&d).unwrap();
+        let mut w = watch(&d).unwrap();
         let all = |_: &str| true;
         assert_eq!(w.drain(all), Changes::default());
         // reads raise nothing
@@ -173,13 +218,34 @@ mod tests {
     fn parses_many_events_in_one_buffer() {
         let d = std::env::temp_dir().join(format!("sexton-watch-many-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        let w = watch(&d).unwrap();
+        let mut w = watch(&d).unwrap();
         for i in 0..2000 {
             std::fs::write(d.join(format!("noise-{i}")), "").unwrap();
         }
         std::fs::write(d.join("main"), "x\n").unwrap();
         let c = w.drain(|n| n == "main");
         assert_eq!(c.names, ["main"], "{c:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn narrow_interest_ignores_creations_and_in_place_writes() {
+        let d = std::env::temp_dir().join(format!("sexton-watch-narrow-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let mut w = watch(&d).unwrap();
+        let all = |_: &str| true;
+        assert_eq!(w.set_interest(Interest { unlocked_deps: false }), Ok(false));
+        for i in 0..100 {
+            std::fs::write(d.join(format!("noise-{i}")), "x").unwrap();
+        }
+        std::fs::hard_link(d.join("noise-0"), d.join(".main.lock")).unwrap();
+        assert_eq!(w.drain(all), Changes::default(), "nothing but renames counts now");
+        std::fs::rename(d.join("noise-1"), d.join("main")).unwrap();
+        assert_eq!(w.drain(all).names, ["main"]);
+        // widened again: says so (the caller re-reads), and creations count again
+        assert_eq!(w.set_interest(Interest { unlocked_deps: true }), Ok(true));
+        std::fs::write(d.join("side"), "x").unwrap();
+        assert_eq!(w.drain(all).names, ["side"]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
