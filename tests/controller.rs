@@ -797,6 +797,8 @@ async fn a_conflicting_write_is_reread_and_the_swap_applied_once() {
         m[r#"sexton_controller_actions_total{controller="sidecar-terminator",action="swap",reason="MainsCompleted"}"#],
         1.0
     );
+    // the event is published after the swap: wait for it, then check there is one
+    wait_event(&client, &ns, "job", "SidecarSwapped").await;
     assert_eq!(
         events(&client, &ns, "job")
             .await
