@@ -5,7 +5,7 @@
 #   bench/run.sh --quick          a few repetitions, to check the harness
 #   bench/run.sh --only-cpu       the CPU section alone (graveyard churn and idle, ~3 minutes)
 #   bench/run.sh --sexton-old BIN also measure an earlier sexton build ("sexton (before)")
-# Other arguments go to benches/compare.rs (--idle-secs N, --churn-secs N, ...).
+# Other arguments go to bench/compare.rs (--idle-secs N, --churn-secs N, ...).
 # Needs root (PID namespaces), gcc, Go (for kubexit), python3 with matplotlib.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,18 +25,19 @@ if ! $ONLY_CPU; then
   command -v musl-gcc >/dev/null || { command -v apt-get >/dev/null && apt-get install -y -qq musl-tools >/dev/null 2>&1; } || true
   export CC_x86_64_unknown_linux_musl=musl-gcc
   if command -v musl-gcc >/dev/null && rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 \
-     && cargo build --release --quiet --target x86_64-unknown-linux-musl; then
+     && cargo build --release --quiet -p sexton --target x86_64-unknown-linux-musl; then
     MUSL=(--sexton-musl target/x86_64-unknown-linux-musl/release/sexton)
   else
     echo "(no musl target: measuring the static glibc build only)" >&2
   fi
   # the slim build (no Kubernetes API client) in a target dir of its own
-  cargo build --release --quiet --no-default-features --target-dir target/slim
+  cargo build --release --quiet -p sexton --no-default-features --target-dir target/slim
   SLIM=(--sexton-slim target/slim/x86_64-unknown-linux-gnu/release/sexton)
 fi
-cargo build --release --quiet
+# the in-pod binary as shipped: built alone (see Cargo.toml on feature unification)
+cargo build --release --quiet -p sexton
 # The measured sexton is a copy: a concurrent cargo build must not swap it mid-run.
 cp target/x86_64-unknown-linux-gnu/release/sexton "$OUT/sexton"
-cargo bench --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --churn "$OUT/churn" \
+cargo bench -p sexton --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --churn "$OUT/churn" \
   --sexton "$OUT/sexton" --out "$OUT" "${MUSL[@]}" "${SLIM[@]}" "$@"
 python3 bench/report.py "$OUT/results.json" BENCHMARKS.md bench/latency-cdf.png

@@ -8,7 +8,7 @@
 # 2  Birth dependencies: main starts only after the proxy is ready, through the graveyard
 #    (sexton's file readiness probe) and through the API (the pod's own ServiceAccount token,
 #    mounted by the kubelet; host network to reach the test API server on 127.0.0.1).
-# 3  SidecarTerminator: an unwrapped marked sidecar; `sexton controller` swaps its image; the
+# 3  SidecarTerminator: an unwrapped marked sidecar; `kubectl-sexton controller` swaps its image; the
 #    kubelet restarts it with the quick-exit image (restartPolicy Never); Job Complete.
 # 4  EphemeralJob over three real pods: the ephemeral containers run in the target
 #    container's process namespace (they find its process) and the status counts match.
@@ -19,8 +19,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 eval "$("$ROOT/scripts/e2e-cluster.sh" up)"
 export KUBECONFIG
 M="$ROOT/e2e/manifests"
-CTL_BIN="$ROOT/target/controller/x86_64-unknown-linux-gnu/release/sexton"
-(cd "$ROOT" && CARGO_TARGET_DIR=target/controller cargo build --release --features controller >&2)
+CTL_BIN="$ROOT/target/x86_64-unknown-linux-gnu/release/kubectl-sexton"
+# the root build (scripts/test.sh has made it already)
+(cd "$ROOT" && cargo build --release >&2)
 kubectl apply --server-side -f "$ROOT/deploy/crd-ephemeraljob.yaml" >/dev/null
 kubectl wait --for=condition=Established --timeout=30s crd/ephemeraljobs.sexton.dev >/dev/null
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --quiet
+cargo build --release --quiet -p sexton
 BIN="$PWD/target/x86_64-unknown-linux-gnu/release/sexton"
 POD="$(mktemp -d /tmp/sexton-demo.XXXXXX)"
 trap 'rm -rf "$POD"' EXIT

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests of the pure core, integration tests that run the real
 # (static, release) binary as PID 1 of separate PID namespaces, and tests against a real
-# kube-apiserver built from Go modules. Installs and builds what it needs.
+# kube-apiserver built from Go modules (crates/*/tests). Installs and builds what it needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,13 +43,9 @@ if ! scripts/testenv.sh status >/dev/null 2>&1; then
 fi
 scripts/testenv.sh up
 
+# The whole workspace: the pure core, the in-pod binary and the cluster-side binary.
 cargo build --release --benches   # the benchmark harness must keep compiling
 cargo test --release "$@"
-# The controller (feature `controller`): its unit tests and tests/controller.rs, run against
-# the controller build of the binary (the in-pod build above stays free of its dependencies).
-# (Its own target directory, so that the two builds do not overwrite each other and e2e/run.sh
-# finds both.)
-CARGO_TARGET_DIR=target/controller cargo test --release --features controller --lib --test controller "$@"
 
 # End to end on a real node (scripts/e2e-cluster.sh: containerd, runc, kubelet,
 # kube-scheduler; e2e/run.sh: five scenarios with real Jobs). Only for a full run.

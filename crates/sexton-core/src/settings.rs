@@ -1,0 +1,225 @@
+//! The table of supervisor settings: each one a flag mirrored by a kubexit-style
+//! environment variable (flags win). The single source for the CLI, the configuration
+//! parser and the README's settings table (a test keeps the README in step).
+
+/// One setting: a flag and the environment variable that mirrors it. Flags win.
+#[derive(Debug)]
+pub struct Setting {
+    pub id: &'static str,
+    pub flag: &'static str,
+    pub env: &'static str,
+    pub default: Option<&'static str>,
+    pub value_name: &'static str,
+    pub help: &'static str,
+}
+
+/// Every supervisor setting. This table is the single source for the CLI and the README's
+/// settings table (a unit test keeps the README in step).
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        id: "name",
+        flag: "name",
+        env: "KUBEXIT_NAME",
+        default: None,
+        value_name: "NAME",
+        help: "Name of this container (required; a DNS-1123 label). The tombstone is GRAVEYARD/NAME.",
+    },
+    Setting {
+        id: "graveyard",
+        flag: "graveyard",
+        env: "KUBEXIT_GRAVEYARD",
+        default: Some("/graveyard"),
+        value_name: "DIR",
+        help: "Directory shared by the pod's containers (an emptyDir); created if missing.",
+    },
+    Setting {
+        id: "death_deps",
+        flag: "death-deps",
+        env: "KUBEXIT_DEATH_DEPS",
+        default: Some(""),
+        value_name: "NAMES",
+        help: "Comma list of containers whose death stops this container's child.",
+    },
+    Setting {
+        id: "birth_deps",
+        flag: "birth-deps",
+        env: "KUBEXIT_BIRTH_DEPS",
+        default: Some(""),
+        value_name: "NAMES",
+        help: "Comma list of containers that must be ready before the child is started.",
+    },
+    Setting {
+        id: "grace_period",
+        flag: "grace-period",
+        env: "KUBEXIT_GRACE_PERIOD",
+        default: Some("30s"),
+        value_name: "DURATION",
+        help: "Time between the termination signal and SIGKILL when a death dependency dies (Go syntax: 30s, 1m30s, 500ms).",
+    },
+    Setting {
+        id: "birth_timeout",
+        flag: "birth-timeout",
+        env: "KUBEXIT_BIRTH_TIMEOUT",
+        default: Some("30s"),
+        value_name: "DURATION",
+        help: "How long to wait for birth dependencies before giving up without starting the child.",
+    },
+    Setting {
+        id: "term_signal",
+        flag: "term-signal",
+        env: "KUBEXIT_TERM_SIGNAL",
+        default: Some("SIGTERM"),
+        value_name: "SIGNAL",
+        help: "Signal sent to the child when a death dependency dies (name such as SIGTERM, TERM, or number).",
+    },
+    Setting {
+        id: "signal_group",
+        flag: "signal-group",
+        env: "KUBEXIT_SIGNAL_GROUP",
+        default: Some("false"),
+        value_name: "BOOL",
+        help: "Send forwarded and termination signals to the child's whole process group instead of the child alone.",
+    },
+    Setting {
+        id: "dep_exit_code",
+        flag: "dep-exit-code",
+        env: "KUBEXIT_DEP_EXIT_CODE",
+        default: Some("zero"),
+        value_name: "zero|child",
+        help: "Exit code when the child was stopped because a death dependency died: `zero` (the pod can succeed) or `child` (the child's own code, 128+N if killed by signal N).",
+    },
+    Setting {
+        id: "death_trigger",
+        flag: "death-trigger",
+        env: "KUBEXIT_DEATH_TRIGGER",
+        default: Some("any"),
+        value_name: "any|success",
+        help: "Which deaths of a death dependency stop the child: `any`, or only `success` (exit code 0; use with restartPolicy OnFailure, where a failed main is restarted).",
+    },
+    Setting {
+        id: "pod_name",
+        flag: "pod-name",
+        env: "KUBEXIT_POD_NAME",
+        default: Some(""),
+        value_name: "NAME",
+        help: "This pod's name. With KUBEXIT_NAMESPACE, birth dependencies are containers of this pod whose status says ready in the Kubernetes API (kubexit behaviour; works for containers not wrapped by sexton). Set it from the downward API (fieldRef metadata.name).",
+    },
+    Setting {
+        id: "namespace",
+        flag: "namespace",
+        env: "KUBEXIT_NAMESPACE",
+        default: Some(""),
+        value_name: "NAMESPACE",
+        help: "This pod's namespace (downward API: fieldRef metadata.namespace); with KUBEXIT_POD_NAME.",
+    },
+    Setting {
+        id: "kubeconfig",
+        flag: "kubeconfig",
+        env: "KUBEXIT_KUBECONFIG",
+        default: Some(""),
+        value_name: "FILE",
+        help: "Kubeconfig for the API (local runs); default: the pod's service account (in-cluster).",
+    },
+    Setting {
+        id: "watch",
+        flag: "watch",
+        env: "KUBEXIT_WATCH",
+        default: Some("auto"),
+        value_name: "auto|inotify|poll",
+        help: "How the graveyard is watched: `inotify` (events only: zero idle cost), `poll` (re-read every poll interval), or `auto`: inotify plus a poll every interval as a safety net (some sandboxes, e.g. gVisor, deliver no inotify events across containers), falling back to poll if inotify cannot be set up.",
+    },
+    Setting {
+        id: "poll_interval",
+        flag: "poll-interval",
+        env: "KUBEXIT_POLL_INTERVAL",
+        default: Some("1s"),
+        value_name: "DURATION",
+        help: "Interval of the graveyard poll (modes `poll` and `auto`); at least 10ms.",
+    },
+    Setting {
+        id: "ready_probe",
+        flag: "ready-probe",
+        env: "KUBEXIT_READY_PROBE",
+        default: Some(""),
+        value_name: "PROBE",
+        help: "When this container counts as ready (its tombstone's `Ready`): immediately when unset; or when a check of the child succeeds: `tcp://HOST:PORT` (connect), `http://HOST:PORT/PATH` (GET returns 2xx), `file:///PATH` (file exists).",
+    },
+    Setting {
+        id: "ready_interval",
+        flag: "ready-interval",
+        env: "KUBEXIT_READY_INTERVAL",
+        default: Some("100ms"),
+        value_name: "DURATION",
+        help: "Interval between readiness checks.",
+    },
+    Setting {
+        id: "ready_timeout",
+        flag: "ready-timeout",
+        env: "KUBEXIT_READY_TIMEOUT",
+        default: Some("1s"),
+        value_name: "DURATION",
+        help: "Time limit of one readiness check (connect, request and response).",
+    },
+    Setting {
+        id: "shutdown_hooks",
+        flag: "shutdown-hooks",
+        env: "KUBEXIT_SHUTDOWN_HOOKS",
+        default: Some(""),
+        value_name: "URLS",
+        help: "Comma list of http:// URLs to POST to after the child exits, e.g. Istio's http://127.0.0.1:15020/quitquitquit or Linkerd's http://127.0.0.1:4191/shutdown. Failures are logged and never change the exit code.",
+    },
+    Setting {
+        id: "shutdown_hook_timeout",
+        flag: "shutdown-hook-timeout",
+        env: "KUBEXIT_SHUTDOWN_HOOK_TIMEOUT",
+        default: Some("2s"),
+        value_name: "DURATION",
+        help: "Time budget of each shutdown hook, retries included.",
+    },
+    Setting {
+        id: "shutdown_hooks_allow_remote",
+        flag: "shutdown-hooks-allow-remote",
+        env: "KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE",
+        default: Some("false"),
+        value_name: "BOOL",
+        help: "Allow shutdown hooks to non-loopback hosts (refused by default: these endpoints are local-only by design).",
+    },
+    Setting {
+        id: "log_format",
+        flag: "log-format",
+        env: "KUBEXIT_LOG_FORMAT",
+        default: Some("text"),
+        value_name: "text|json",
+        help: "Log format on stderr.",
+    },
+    Setting {
+        id: "log_level",
+        flag: "log-level",
+        env: "KUBEXIT_LOG_LEVEL",
+        default: Some("info"),
+        value_name: "LEVEL",
+        help: "Log level: error, warn, info, debug or trace.",
+    },
+];
+
+pub fn setting(id: &str) -> &'static Setting {
+    SETTINGS
+        .iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("unknown setting id {id}"))
+}
+
+/// Where a raw value came from; used to name it in error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Flag,
+    Env,
+    Default,
+}
+
+/// A raw value and its origin, as found by the caller's lookup.
+#[derive(Debug, Clone)]
+pub struct Raw {
+    pub value: String,
+    pub origin: Origin,
+}

@@ -1,0 +1,215 @@
+//! Lock files: `GRAVEYARD/.NAME.lock`, held (exclusive flock) by a container's supervisor
+//! for its whole life. A peer probes it with a shared non-blocking flock: held means alive,
+//! free means its supervisor is gone (dead, even without a tombstone), absent says nothing
+//! (not started yet, or a kubexit container).
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use sexton_core::machine::Lock;
+
+use crate::files::{FILE_MODE, ReadError, create_exclusive, kind_of, open_regular, safe_flags, temp_path};
+
+/// The lock file a supervisor holds for its whole life: `GRAVEYARD/.NAME.lock`. The dot
+/// keeps it apart from tombstones (container names cannot start with a dot).
+pub fn lock_file_name(name: &str) -> String {
+    format!(".{name}.lock")
+}
+
+/// The container a graveyard file belongs to: `main` for `main` and for `.main.lock`.
+pub fn owner_of(file_name: &str) -> &str {
+    file_name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".lock"))
+        .unwrap_or(file_name)
+}
+
+/// Opens our own lock file for locking: an existing one must be a regular file.
+fn open_own_lock(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(safe_flags())
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other(format!(
+            "is not a regular file but {}; remove it",
+            kind_of(&meta.file_type())
+        )));
+    }
+    Ok(f)
+}
+
+/// What taking our own lock gave.
+#[derive(Debug)]
+pub enum Acquired {
+    Held(Flock<File>),
+    /// Someone else holds it: another live container uses the same name.
+    Busy,
+    /// flock does not work on this filesystem (NFS without a lock manager answers
+    /// ENOLCK, some FUSE and network filesystems EOPNOTSUPP or EINVAL).
+    Unsupported(Errno),
+}
+
+/// Whether a flock error means "no flock here" rather than a real failure.
+fn unsupported(e: Errno) -> bool {
+    matches!(e, Errno::ENOLCK | Errno::EOPNOTSUPP | Errno::EINVAL | Errno::ENOSYS)
+}
+
+/// Takes this container's lock (exclusive flock), retrying for up to `wait` (a peer's
+/// probe holds it shared for an instant).
+///
+/// A lock file is never visible unlocked while we start: a new one is created under a
+/// temporary name, locked, then linked into place. (Created in place, a peer could open it
+/// between create and flock, find it free and call a false death.) This is what lets a
+/// peer read a free lock file as proof of death, with no grace period.
+pub fn acquire_lock(graveyard: &Path, name: &str, wait: Duration) -> io::Result<Acquired> {
+    let path = graveyard.join(lock_file_name(name));
+    let deadline = Instant::now() + wait;
+    loop {
+        match open_own_lock(&path) {
+            Ok(f) => match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(Acquired::Held(lock)),
+                Err((_, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err((_, Errno::EWOULDBLOCK)) => return Ok(Acquired::Busy),
+                Err((_, e)) if unsupported(e) => return Ok(Acquired::Unsupported(e)),
+                Err((_, e)) => return Err(io::Error::from(e)),
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(acquired) = create_lock(graveyard, name, &path)? {
+                    return Ok(acquired);
+                }
+                // someone created it meanwhile: lock theirs (or find it held)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates a locked lock file and links it into place; `None` if one appeared meanwhile.
+/// Where flock is not supported, no lock file is left: peers then find none, which says
+/// nothing, rather than a free one, which would say "dead".
+fn create_lock(graveyard: &Path, name: &str, path: &Path) -> io::Result<Option<Acquired>> {
+    let tmp = temp_path(graveyard, name);
+    let created: io::Result<Acquired> = (|| {
+        let f = create_exclusive(&tmp, FILE_MODE, true)?;
+        let lock = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => lock,
+            Err((_, e)) if unsupported(e) => return Ok(Acquired::Unsupported(e)),
+            Err((_, e)) => return Err(io::Error::from(e)),
+        };
+        fs::hard_link(&tmp, path)?;
+        Ok(Acquired::Held(lock))
+    })();
+    let _ = fs::remove_file(&tmp); // the lock lives on under its real name
+    match created {
+        Ok(acquired) => Ok(Some(acquired)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Puts a lock file back into place for a lock we hold (the graveyard was wiped and
+/// re-created): a new file, locked, linked. We keep holding both; the new one is what
+/// peers see from now on.
+pub fn relink_lock(graveyard: &Path, name: &str) -> io::Result<Option<Flock<File>>> {
+    match create_lock(graveyard, name, &graveyard.join(lock_file_name(name)))? {
+        Some(Acquired::Held(lock)) => Ok(Some(lock)),
+        _ => Ok(None),
+    }
+}
+
+/// Probes a peer's lock without disturbing it: a shared, non-blocking flock on a read-only
+/// descriptor, released at once (read-only, so closing it raises no IN_CLOSE_WRITE).
+/// Held: its supervisor is alive; Free: it is gone; Unknown: no lock file (not started, or
+/// a kubexit container). `Err`: a lock file that cannot be probed, and why.
+pub fn lock_state(graveyard: &Path, name: &str) -> Result<Lock, String> {
+    let f = match open_regular(&graveyard.join(lock_file_name(name))) {
+        Ok(f) => f,
+        Err(ReadError::NotFound) => return Ok(Lock::Unknown),
+        Err(ReadError::Unusable(why)) => return Err(why),
+    };
+    match Flock::lock(f, FlockArg::LockSharedNonblock) {
+        Ok(_held_for_an_instant) => Ok(Lock::Free),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(Lock::Held),
+        Err((_, e)) => Err(format!("cannot flock: {e}")),
+    }
+}
+
+/// Blocks until `name`'s lock is free (its supervisor released it, i.e. died), then
+/// returns. Returns at once with an error if there is no usable lock file. Meant for a
+/// thread of its own: a blocked shared flock does not disturb the holder.
+pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
+    let mut f = open_regular(&graveyard.join(lock_file_name(name))).map_err(|e| match e {
+        ReadError::NotFound => io::Error::from(io::ErrorKind::NotFound),
+        ReadError::Unusable(why) => io::Error::other(why),
+    })?;
+    loop {
+        match Flock::lock(f, FlockArg::LockShared) {
+            Ok(_released_at_once) => return Ok(()),
+            Err((file, Errno::EINTR)) => f = file,
+            Err((_, e)) => return Err(io::Error::from(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn tempdir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sexton-locks-{}", crate::files::unique_suffix()));
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn names(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn locks() {
+        let d = tempdir();
+        assert_eq!(lock_state(&d, "main"), Ok(Lock::Unknown));
+        let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
+            panic!("free");
+        };
+        assert_eq!(lock_state(&d, "main"), Ok(Lock::Held));
+        // a second holder (another open file description) cannot take it
+        assert!(matches!(
+            acquire_lock(&d, "main", Duration::from_millis(30)).unwrap(),
+            Acquired::Busy
+        ));
+        // a waiter returns exactly when the holder lets go
+        let (d2, (tx, rx)) = (d.clone(), std::sync::mpsc::channel());
+        std::thread::spawn(move || tx.send(wait_lock_released(&d2, "main").is_ok()).unwrap());
+        assert!(
+            rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "returned while held"
+        );
+        drop(held);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
+        assert_eq!(lock_state(&d, "main"), Ok(Lock::Free));
+        assert!(wait_lock_released(&d, "nobody").is_err());
+        assert_eq!(owner_of(".main.lock"), "main");
+        assert_eq!(owner_of("main"), "main");
+        assert_eq!(owner_of(".main.tmp.1.2"), ".main.tmp.1.2");
+        assert_eq!(names(&d), [".main.lock"], "no temp files left behind");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+}

@@ -1,0 +1,222 @@
+//! Observing dependencies in the graveyard: their tombstone and lock turned into a
+//! `DepState` (by `core::classify`), problems logged once each, a thread blocked on each
+//! live dependency's lock, and a poll that costs one `lstat` per file while nothing
+//! changes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+
+use sexton_core::machine::{DepState, Lock, Record, classify};
+use crate::events::{Event, Poster};
+use crate::files::{self, Lookup, StatKey, Watched};
+use crate::locks;
+
+pub struct Observer {
+    dir: PathBuf,
+    /// flock works on this filesystem (see `OwnRecord::locks_work`).
+    locks_work: bool,
+    deps: BTreeMap<String, Dep>,
+    poster: Poster,
+}
+
+struct Dep {
+    tombstone: Watched,
+    lock: Watched,
+    /// Stat of the tombstone and the lock file before the last read.
+    seen: Option<(Option<StatKey>, Option<StatKey>)>,
+    /// The last tombstone problem logged, so each is logged once.
+    bad: Option<String>,
+    /// The last lock problem logged.
+    lock_problem: Option<String>,
+    /// The lock was held at the last read.
+    lock_held: bool,
+    /// A thread is blocked on the lock.
+    waiter: bool,
+    /// Its death without a record was announced.
+    announced: bool,
+}
+
+impl Observer {
+    pub fn new(dir: &Path, names: &[String], locks_work: bool, poster: Poster) -> Observer {
+        let deps = names
+            .iter()
+            .map(|n| {
+                let dep = Dep {
+                    tombstone: Watched::new(&dir.join(n)),
+                    lock: Watched::new(&dir.join(locks::lock_file_name(n))),
+                    seen: None,
+                    bad: None,
+                    lock_problem: None,
+                    lock_held: false,
+                    waiter: false,
+                    announced: false,
+                };
+                (n.clone(), dep)
+            })
+            .collect();
+        Observer {
+            dir: dir.to_path_buf(),
+            locks_work,
+            deps,
+            poster,
+        }
+    }
+
+    /// Reads `name` now. `released`: its lock waiter saw the lock released, which proves
+    /// the death whatever the lock says now (a restarted incarnation may hold it again).
+    pub fn read(&mut self, name: &str, released: bool) -> DepState {
+        let (dir, locks_work) = (self.dir.clone(), self.locks_work);
+        let Some(dep) = self.deps.get_mut(name) else {
+            return DepState::Absent;
+        };
+        dep.seen = Some((dep.tombstone.stat(), dep.lock.stat()));
+        if released {
+            dep.waiter = false;
+        }
+        let lookup = files::read_tombstone(&dir, name);
+        let record = match &lookup {
+            Lookup::Absent => Record::Absent,
+            Lookup::Found(t) => Record::Found(t),
+            Lookup::Bad(_) => Record::Unreadable,
+        };
+        let mut lock_read = Lock::Unknown;
+        let state = classify(record, || {
+            lock_read = if released {
+                Lock::Free
+            } else {
+                dep.probe_lock(&dir, name)
+            };
+            // a free lock says nothing where flock does not work
+            match lock_read {
+                Lock::Free if !locks_work => Lock::Unknown,
+                l => l,
+            }
+        });
+        dep.lock_held = lock_read == Lock::Held;
+        dep.log(name, &lookup, &state);
+        state
+    }
+
+    /// Whether a thread should block on `name`'s lock: it was held at the last read and
+    /// nobody waits on it yet.
+    pub fn wants_waiter(&self, name: &str) -> bool {
+        self.locks_work && self.deps.get(name).is_some_and(|d| d.lock_held && !d.waiter)
+    }
+
+    /// Arms a thread blocked on a live dependency's lock: it wakes the moment the lock is
+    /// released, however the holder died. Exact, and independent of inotify (the kernel
+    /// queues the close event *before* it releases the flock, so an event-driven probe
+    /// alone could still see the lock held).
+    pub fn arm_waiter(&mut self, name: &str) {
+        let Some(dep) = self.deps.get_mut(name) else {
+            return;
+        };
+        let (dir, dep_name, poster) = (self.dir.clone(), name.to_string(), self.poster.clone());
+        let spawned = std::thread::Builder::new()
+            .name("lock-waiter".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                if locks::wait_lock_released(&dir, &dep_name).is_ok() {
+                    poster.post(Event::LockReleased(dep_name));
+                }
+            });
+        match spawned {
+            Ok(_) => dep.waiter = true,
+            Err(e) => warn!(
+                dep = name,
+                "cannot start a lock waiter ({e}); relying on events and polling"
+            ),
+        }
+    }
+
+    /// The poll: dependencies whose files changed since their last read (one lstat each
+    /// for the tombstone and the lock), and those whose held lock nobody waits on (its
+    /// release changes no stat).
+    pub fn changed(&self) -> Vec<String> {
+        self.deps
+            .iter()
+            .filter(|(_, d)| {
+                d.seen != Some((d.tombstone.stat(), d.lock.stat()))
+                    || (d.lock_held && !d.waiter)
+            })
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Whether a dependency that `cares` has no lock file (as of its last read; one never
+    /// read counts): the watch must then see its lock being linked, or its kubexit
+    /// tombstone written in place.
+    pub fn any_unlocked(&self, cares: impl Fn(&str) -> bool) -> bool {
+        self.deps
+            .iter()
+            .any(|(n, d)| cares(n) && !d.seen.is_some_and(|(_, lock)| lock.is_some()))
+    }
+
+    /// Whether a dependency that `cares` has no thread blocked on its lock: its death
+    /// could then go unnoticed where inotify is silent, without the poll.
+    pub fn any_unwaited(&self, cares: impl Fn(&str) -> bool) -> bool {
+        self.deps
+            .iter()
+            .any(|(n, d)| cares(n) && !(self.locks_work && d.waiter))
+    }
+
+    /// Forgets what the last reads saw (the graveyard was re-created): the next poll
+    /// reads everything.
+    pub fn forget(&mut self) {
+        for d in self.deps.values_mut() {
+            d.seen = None;
+        }
+    }
+}
+
+impl Dep {
+    /// Probes the lock; a lock file that cannot be probed is logged once, with the
+    /// consequence.
+    fn probe_lock(&mut self, dir: &Path, name: &str) -> Lock {
+        match locks::lock_state(dir, name) {
+            Ok(lock) => {
+                self.lock_problem = None;
+                lock
+            }
+            Err(why) => {
+                if self.lock_problem.as_deref() != Some(&why) {
+                    warn!(
+                        dep = name,
+                        "cannot probe the lock {} of {name:?} ({why}): if its whole container is killed before it records its death, that death cannot be seen",
+                        dir.join(locks::lock_file_name(name)).display()
+                    );
+                    self.lock_problem = Some(why);
+                }
+                Lock::Unknown
+            }
+        }
+    }
+
+    /// Logs what deserves it, once: an unusable tombstone, a death seen through the lock.
+    fn log(&mut self, name: &str, lookup: &Lookup, state: &DepState) {
+        match lookup {
+            Lookup::Bad(why) if self.bad.as_deref() != Some(why) => {
+                warn!(
+                    dep = name,
+                    "tombstone of {name:?} is not usable ({why}); treating it as not dead and re-reading it when it changes"
+                );
+                self.bad = Some(why.clone());
+            }
+            Lookup::Bad(_) => {}
+            _ => self.bad = None,
+        }
+        let recorded = matches!(lookup, Lookup::Found(t) if t.is_dead());
+        if *state == (DepState::Dead { exit_code: None }) && !recorded && !self.announced {
+            // its supervisor's lock is free and no death was recorded: the whole
+            // container was killed (OOM, SIGKILL after the grace period), maybe before
+            // it was even born
+            warn!(
+                dep = name,
+                "{name:?} is gone (its supervisor's lock released, no death recorded): treating it as dead, exit code unknown"
+            );
+            self.announced = true;
+        }
+    }
+}

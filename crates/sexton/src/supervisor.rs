@@ -1,0 +1,658 @@
+//! The supervisor's event loop: feeds observations into the pure `Core` and carries out
+//! its actions. One thread waits in `ppoll` on a signalfd (the handled signals are blocked
+//! and read from it), the graveyard's inotify descriptor and an eventfd through which the
+//! few helper threads (readiness probe, lock waiters, API watch) post events. No hop
+//! between threads on the path from a death to the signal sent.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, ppoll};
+use nix::sys::time::TimeSpec;
+use tracing::{debug, error, info, warn};
+
+use sexton_core::config::{Config, DeathTrigger, WatchMode};
+use sexton_core::duration::format_go_duration;
+use sexton_core::machine::{Action, Core, DepState, Outcome, Phase, Policy, Reason};
+use crate::events::{Event, Poster};
+use crate::files::Watched;
+use crate::locks;
+use crate::observe::Observer;
+use crate::process::{self, Child};
+use crate::record::OwnRecord;
+use crate::sigfd::Signals;
+use sexton_core::signal::Signal;
+use crate::watch::{GraveyardWatcher, Interest};
+
+/// Error before anything was started: exit 2 with this message.
+#[derive(Debug)]
+pub struct SetupError(pub String);
+
+impl fmt::Display for SetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub struct Supervisor {
+    cfg: Config,
+    core: Core,
+    child: Option<Child>,
+    record: OwnRecord,
+    observer: Observer,
+    signals: Signals,
+    watcher: Option<GraveyardWatcher>,
+    /// The graveyard directory as last seen, to notice that it was removed or replaced.
+    graveyard: Watched,
+    graveyard_id: Option<(u64, u64)>,
+    /// The poll interval (modes `poll` and `auto`).
+    poll: Option<Duration>,
+    /// Poll even when the lock waiters and inotify cover every dependency (mode `poll`,
+    /// or inotify not available).
+    always_poll: bool,
+    poster: Poster,
+    events: mpsc::Receiver<Event>,
+    probe_stop: Arc<AtomicBool>,
+}
+
+/// Sets up signal handling, the graveyard and its watch, then supervises until the
+/// container is to end. Returns the exit code.
+pub fn run(cfg: Config) -> Result<i32, SetupError> {
+    // Signals first, before any thread exists (threads inherit the mask).
+    let signals = Signals::block().map_err(SetupError)?;
+    let (poster, events) = Poster::new().map_err(SetupError)?;
+    let pid1 = std::process::id() == 1;
+    if !pid1 {
+        if let Err(e) = process::become_subreaper() {
+            warn!("cannot become a child subreaper ({e}); orphans of the child will not be reaped by sexton");
+        }
+    }
+    let record = OwnRecord::open(&cfg.graveyard, &cfg.name).map_err(SetupError)?;
+    let locks_work = record.locks_work();
+    let core = Core::new(Policy::from_config(&cfg, pid1));
+    let watched = core.watched();
+    let (watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
+    let graveyard = Watched::new(&cfg.graveyard);
+    let always_poll = watcher.is_none();
+    let mut sup = Supervisor {
+        observer: Observer::new(&cfg.graveyard, &watched, locks_work, poster.clone()),
+        graveyard_id: graveyard.dir_identity(),
+        graveyard,
+        core,
+        cfg,
+        child: None,
+        record,
+        signals,
+        watcher,
+        poll,
+        always_poll,
+        poster,
+        events,
+        probe_stop: Arc::new(AtomicBool::new(false)),
+    };
+    sup.start_api_watch()?;
+    Ok(sup.run_loop())
+}
+
+/// Watch first, then scan (in `run_loop`): a death between the two is seen by the watch,
+/// a death before both by the scan (kubexit bug #8 lost it).
+fn start_watch(
+    cfg: &Config,
+    has_deps: bool,
+) -> Result<(Option<GraveyardWatcher>, Option<Duration>), SetupError> {
+    let dir = &cfg.graveyard;
+    let (watcher, poll) = match cfg.watch {
+        // nothing to watch (a main container): no inotify instance, no thread, no poll
+        _ if !has_deps => (None, None),
+        WatchMode::Poll => (None, Some(cfg.poll_interval)),
+        WatchMode::Inotify => match crate::watch::watch(dir) {
+            Ok(w) => (Some(w), None),
+            Err(e) => {
+                return Err(SetupError(format!(
+                    "KUBEXIT_WATCH=inotify: cannot watch {} with inotify: {e} (use KUBEXIT_WATCH=auto or poll)",
+                    dir.display()
+                )));
+            }
+        },
+        // inotify, plus a poll as a safety net: some sandboxes accept the watch and then
+        // deliver nothing for writes made by other containers.
+        WatchMode::Auto => match crate::watch::watch(dir) {
+            Ok(w) => (Some(w), Some(cfg.poll_interval)),
+            Err(e) => {
+                warn!(
+                    "cannot watch {} with inotify ({e}); polling every {} instead",
+                    dir.display(),
+                    format_go_duration(cfg.poll_interval)
+                );
+                (None, Some(cfg.poll_interval))
+            }
+        },
+    };
+    if has_deps {
+        info!(
+            mode = cfg.watch.as_str(),
+            inotify = watcher.is_some(),
+            poll = %poll.map(format_go_duration).unwrap_or_else(|| "off".into()),
+            "watching the graveyard"
+        );
+    }
+    Ok((watcher, poll))
+}
+
+/// Which descriptors `ppoll` found ready.
+struct Wake {
+    signals: bool,
+    inotify: bool,
+    events: bool,
+}
+
+impl Supervisor {
+    fn run_loop(&mut self) -> i32 {
+        info!(
+            death_deps = ?self.cfg.death_deps,
+            birth_deps = ?self.cfg.birth_deps,
+            graveyard = %self.cfg.graveyard.display(),
+            "supervisor starting"
+        );
+        let now = Instant::now();
+        let scanned = self.rescan(now);
+        debug_assert!(scanned.is_empty(), "nothing is decided before start");
+        // a stop signal that arrived during setup (the lock wait) wins over the start
+        let mut actions = self.pending_signals(now);
+        actions.extend(self.core.start(now));
+        if let Phase::WaitingBirth { .. } = self.core.phase() {
+            info!(
+                not_ready = ?self.core.not_ready(),
+                timeout = %format_go_duration(self.cfg.birth_timeout),
+                "waiting for birth dependencies to be ready"
+            );
+        }
+        if let Some(code) = self.execute(actions) {
+            return code;
+        }
+        let mut next_poll = None;
+        loop {
+            let actions = self.update_interest(Instant::now());
+            if let Some(code) = self.execute(actions) {
+                return code;
+            }
+            next_poll = self.schedule_poll(next_poll);
+            let wake = self.wait(next_poll);
+            let now = Instant::now();
+            let mut actions = vec![];
+            if wake.signals {
+                actions.extend(self.pending_signals(now));
+            }
+            if wake.inotify {
+                actions.extend(self.graveyard_events(now));
+            }
+            if wake.events {
+                actions.extend(self.helper_events(now));
+            }
+            actions.extend(self.core.tick(now));
+            if next_poll.is_some_and(|t| now >= t) {
+                actions.extend(self.poll_graveyard(now));
+                next_poll = None;
+            }
+            if let Some(code) = self.execute(actions) {
+                return code;
+            }
+        }
+    }
+
+    /// The poll runs only where a change could otherwise be missed: always in mode
+    /// `poll` (or without inotify); in mode `auto` while the child is not started yet
+    /// (readiness of birth dependencies) or while a dependency that matters has no thread
+    /// blocked on its lock (a kubexit one, one not started yet). A sidecar whose death
+    /// dependencies all hold their locks does not wake at all while idle. Returns when
+    /// the next poll is due.
+    fn schedule_poll(&self, next: Option<Instant>) -> Option<Instant> {
+        let interval = self.poll?;
+        let core = &self.core;
+        let needed = self.always_poll
+            || core.before_start()
+            || self.observer.any_unwaited(|d| core.wants_lock_watch(d));
+        needed.then(|| next.unwrap_or_else(|| Instant::now() + interval))
+    }
+
+    /// Keeps the watch as narrow as the dependencies allow (see `watch::Interest`). When
+    /// it grows, what it did not report until now is read again.
+    fn update_interest(&mut self, now: Instant) -> Vec<Action> {
+        let Some(w) = &mut self.watcher else {
+            return vec![];
+        };
+        let core = &self.core;
+        let interest = Interest {
+            unlocked_deps: self.observer.any_unlocked(|d| core.wants_lock_watch(d)),
+        };
+        match w.set_interest(interest) {
+            Ok(false) => vec![],
+            Ok(true) => self.rescan(now),
+            Err(e) => {
+                warn!("cannot change the graveyard watch ({e}); polling as well");
+                self.always_poll = true;
+                vec![]
+            }
+        }
+    }
+
+    /// Waits in `ppoll` until a descriptor is ready or the next deadline (the core's or
+    /// the poll's) passes.
+    fn wait(&self, next_poll: Option<Instant>) -> Wake {
+        let deadline = match (self.core.deadline(), next_poll) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let timeout =
+            deadline.map(|d| TimeSpec::from_duration(d.saturating_duration_since(Instant::now())));
+        let efd = self.poster.eventfd();
+        let sig = || PollFd::new(self.signals.fd(), PollFlags::POLLIN);
+        // no allocation per wake-up: without a watch, the third slot is left out
+        let mut fds = [
+            sig(),
+            PollFd::new(efd.as_fd(), PollFlags::POLLIN),
+            self.watcher
+                .as_ref()
+                .map_or_else(sig, |w| PollFd::new(w.fd(), PollFlags::POLLIN)),
+        ];
+        let n = if self.watcher.is_some() { 3 } else { 2 };
+        match ppoll(&mut fds[..n], timeout, None) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => {
+                error!("ppoll failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+        Wake {
+            signals: ready(&fds[0]),
+            events: ready(&fds[1]),
+            inotify: n == 3 && ready(&fds[2]),
+        }
+    }
+
+    /// Every signal pending on the signalfd, in the core's terms.
+    fn pending_signals(&mut self, now: Instant) -> Vec<Action> {
+        let mut actions = vec![];
+        while let Some(sig) = self.signals.next() {
+            actions.extend(self.on_signal(sig, now));
+            if self.core.phase() == &Phase::Finished {
+                break;
+            }
+        }
+        actions
+    }
+
+    fn on_signal(&mut self, sig: Signal, now: Instant) -> Vec<Action> {
+        if sig == Signal::SIGCHLD {
+            let (status, others) = process::reap(self.child.map(|c| c.pid));
+            if others > 0 {
+                debug!(count = others, "reaped orphaned processes");
+            }
+            return match status {
+                Some(st) => self.core.on_child_exit(st, now),
+                None => vec![],
+            };
+        }
+        info!(signal = %sig, "received signal");
+        let actions = self.core.on_signal(sig, now);
+        if actions.is_empty() && self.child.is_none() {
+            info!(signal = %sig, "no child yet: {sig} is not a stop signal; dropped");
+        }
+        actions
+    }
+
+    /// Drains the graveyard watch: re-creates a removed graveyard, re-reads what changed.
+    fn graveyard_events(&mut self, now: Instant) -> Vec<Action> {
+        let Some(w) = &mut self.watcher else {
+            return vec![];
+        };
+        let core = &self.core;
+        let changes = w.drain(|file| core.is_watched(locks::owner_of(file)));
+        let mut actions = vec![];
+        if changes.dir_gone {
+            actions.extend(self.graveyard_gone(now));
+        } else if changes.overflow {
+            warn!("graveyard watch lost events; re-reading dependencies");
+            actions.extend(self.rescan(now));
+        }
+        for file in &changes.names {
+            actions.extend(self.observe(locks::owner_of(file), false, now));
+        }
+        actions
+    }
+
+    /// The poll (modes `poll` and `auto`): the graveyard still there, and the
+    /// dependencies whose files changed since they were last read.
+    fn poll_graveyard(&mut self, now: Instant) -> Vec<Action> {
+        if self.graveyard.dir_identity() != self.graveyard_id {
+            return self.graveyard_gone(now);
+        }
+        let mut actions = vec![];
+        for dep in self.observer.changed() {
+            actions.extend(self.observe(&dep, false, now));
+        }
+        actions
+    }
+
+    /// The graveyard was removed (or replaced): re-create it with our lock and record,
+    /// watch the new directory, and read every dependency again. A dependency seen dead
+    /// stays dead (the core's rule), so wiping its tombstone changes nothing.
+    fn graveyard_gone(&mut self, now: Instant) -> Vec<Action> {
+        warn!(
+            "the graveyard {} was removed or replaced; re-creating it and putting this container's lock and record back",
+            self.cfg.graveyard.display()
+        );
+        if let Err(e) = self.record.restore() {
+            error!(
+                "cannot re-create the graveyard {}: {e}; peers cannot see this container until it is back",
+                self.cfg.graveyard.display()
+            );
+        }
+        if let Some(w) = &self.watcher {
+            if let Err(e) = w.rewatch() {
+                warn!("cannot watch the re-created graveyard ({e}); only the poll sees changes now");
+                self.poll = Some(self.cfg.poll_interval);
+                self.always_poll = true;
+            }
+        }
+        self.graveyard_id = self.graveyard.dir_identity();
+        self.observer.forget();
+        self.rescan(now)
+    }
+
+    /// What the helper threads posted.
+    fn helper_events(&mut self, now: Instant) -> Vec<Action> {
+        let _ = self.poster.eventfd().read(); // reset the counter; the channel holds the news
+        let mut actions = vec![];
+        while let Ok(ev) = self.events.try_recv() {
+            actions.extend(match ev {
+                Event::Ready => {
+                    self.on_ready();
+                    vec![]
+                }
+                Event::LockReleased(dep) => self.observe(&dep, true, now),
+                Event::Pod(view) => {
+                    debug!(ready = ?view.ready, "ready containers according to the API");
+                    self.core.on_pod(&view, now)
+                }
+                Event::ApiUnreachable(problem) => {
+                    self.core.on_api_unreachable(problem);
+                    vec![]
+                }
+                Event::ApiFatal(message) => {
+                    error!("{message}");
+                    self.core.on_api_error(message)
+                }
+            });
+        }
+        actions
+    }
+
+    fn rescan(&mut self, now: Instant) -> Vec<Action> {
+        let mut actions = vec![];
+        for dep in self.core.watched() {
+            actions.extend(self.observe(&dep, false, now));
+        }
+        actions
+    }
+
+    /// Reads a dependency and tells the core; arms a lock waiter where it helps.
+    fn observe(&mut self, name: &str, released: bool, now: Instant) -> Vec<Action> {
+        if !self.core.is_watched(name) {
+            return vec![];
+        }
+        let state = self.observer.read(name, released);
+        if self.core.wants_lock_watch(name) && self.observer.wants_waiter(name) {
+            self.observer.arm_waiter(name);
+        }
+        let before = self.core.dep_state(name).clone();
+        let actions = self.core.on_dep(name, state, now);
+        let after = self.core.dep_state(name);
+        if &before != after {
+            debug!(dep = name, state = ?after, "dependency state");
+            self.explain_success_trigger(name, after, &actions);
+        }
+        actions
+    }
+
+    /// Under KUBEXIT_DEATH_TRIGGER=success a failed death dependency does not stop the
+    /// child; say so, since it looks like a missed death otherwise.
+    fn explain_success_trigger(&self, name: &str, state: &DepState, actions: &[Action]) {
+        if !actions.is_empty()
+            || self.cfg.death_trigger != DeathTrigger::Success
+            || !self.cfg.death_deps.iter().any(|d| d == name)
+        {
+            return;
+        }
+        if let DepState::Dead { exit_code } = state {
+            info!(
+                dep = name,
+                "death dependency {name:?} died with exit code {}; not stopping the child (KUBEXIT_DEATH_TRIGGER=success: it may be restarted)",
+                exit_code.map_or("unknown".to_string(), |c| c.to_string())
+            );
+        }
+    }
+
+    /// Birth deps through the Kubernetes API: one watch of this pod on its own thread.
+    fn start_api_watch(&self) -> Result<(), SetupError> {
+        let Some(pod) = self.cfg.pod.clone() else {
+            return Ok(());
+        };
+        if self.cfg.birth_deps.is_empty() {
+            return Ok(());
+        }
+        #[cfg(feature = "api")]
+        {
+            let poster = self.poster.clone();
+            crate::api::spawn(
+                pod,
+                self.cfg.kubeconfig.clone(),
+                self.probe_stop.clone(),
+                move |ev| poster.post(ev),
+            )
+            .map_err(|e| SetupError(format!("cannot start the API watch thread: {e}")))
+        }
+        #[cfg(not(feature = "api"))]
+        {
+            let _ = pod;
+            Err(SetupError(
+                "invalid KUBEXIT_POD_NAME: this sexton was built without the `api` feature, so birth dependencies cannot be read from the Kubernetes API; unset KUBEXIT_POD_NAME/KUBEXIT_NAMESPACE to use tombstones".into(),
+            ))
+        }
+    }
+
+    /// The readiness probe succeeded: record `Ready`.
+    fn on_ready(&mut self) {
+        if self.child.is_none() {
+            return;
+        }
+        match self.record.record_ready() {
+            Ok(true) if self.cfg.ready_probe.is_some() => info!("child is ready"),
+            Ok(true) => debug!("child started: recorded Ready"),
+            Ok(false) => {}
+            Err(e) => error!(
+                "cannot record Ready in the graveyard {}: {e}; containers waiting for this one will time out",
+                self.cfg.graveyard.display()
+            ),
+        }
+    }
+
+    /// Checks the child's readiness on a thread of its own (each check may block up to
+    /// the probe timeout) and posts `Event::Ready` once it passes.
+    fn start_probe(&self) {
+        let Some(probe) = self.cfg.ready_probe.clone() else {
+            return;
+        };
+        let (interval, timeout) = (self.cfg.ready_interval, self.cfg.ready_timeout);
+        let (poster, stop, span) = (
+            self.poster.clone(),
+            self.probe_stop.clone(),
+            tracing::Span::current(),
+        );
+        let spawned = std::thread::Builder::new().name("ready-probe".into()).stack_size(128 * 1024).spawn(move || {
+            let _e = span.enter();
+            info!(probe = %probe.describe(), interval = %format_go_duration(interval), "checking the child's readiness");
+            let mut failures = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                match crate::probe::check(&probe, timeout) {
+                    Ok(()) => {
+                        poster.post(Event::Ready);
+                        return;
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        // the first failure, then every 50th: visible but not noisy
+                        if failures == 1 || failures % 50 == 0 {
+                            info!(probe = %probe.describe(), failures, "child not ready yet: {e}");
+                        }
+                    }
+                }
+                std::thread::sleep(interval);
+            }
+        });
+        if let Err(e) = spawned {
+            error!(
+                "cannot start the readiness probe thread: {e}; the child will never be marked ready"
+            );
+        }
+    }
+
+    /// Carries out actions; returns the exit code once the container is to end.
+    fn execute(&mut self, actions: Vec<Action>) -> Option<i32> {
+        let mut queue: VecDeque<Action> = actions.into();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                Action::Spawn => queue.extend(self.spawn_child(Instant::now())),
+                Action::Signal { signal, group, why } => self.send(signal, group, &why),
+                Action::Kill { why } => queue.extend(self.kill(&why)),
+                Action::Finish(outcome) => return Some(self.finish(outcome)),
+            }
+        }
+        None
+    }
+
+    /// Records `Born` durably, then starts the child, unless a stop signal came first;
+    /// `Ready` once it runs (unless a probe decides).
+    fn spawn_child(&mut self, now: Instant) -> Vec<Action> {
+        if let Err(e) = self.record.record_birth() {
+            let path = self.cfg.graveyard.join(&self.cfg.name);
+            return self.core.on_birth_not_recorded(format!("{}: {e}", path.display()));
+        }
+        let mut actions = self.pending_signals(now);
+        if self.core.phase() != &Phase::Starting {
+            return actions; // a stop signal arrived while Born was written
+        }
+        match process::spawn(&self.cfg.command) {
+            Ok(child) => {
+                self.child = Some(child);
+                info!(pid = child.pid.as_raw(), command = ?self.cfg.command, "started child");
+                if self.cfg.ready_probe.is_some() {
+                    self.start_probe();
+                } else {
+                    self.on_ready();
+                }
+                actions.extend(self.core.on_spawned(now));
+            }
+            Err((failure, detail)) => actions.extend(self.core.on_spawn_failed(failure, detail)),
+        }
+        actions
+    }
+
+    fn send(&self, signal: Signal, group: bool, why: &str) {
+        let Some(child) = &self.child else {
+            return;
+        };
+        // signal first, log after: formatting is not on the critical path
+        let sent = process::send(child, signal, group);
+        info!(
+            signal = %signal,
+            pid = child.pid.as_raw(),
+            process_group = group,
+            "sending {signal} to the child: {why}"
+        );
+        if let Err(e) = sent {
+            error!(
+                "cannot send {signal} to the child (pid {}): {e}; it may run with other credentials (a setuid program)",
+                child.pid
+            );
+        }
+    }
+
+    fn kill(&mut self, why: &str) -> Vec<Action> {
+        let Some(child) = self.child else {
+            return vec![];
+        };
+        warn!(pgid = child.pgid.as_raw(), "sending SIGKILL to the child's process group: {why}");
+        match process::kill_all(&child) {
+            Ok(()) => vec![],
+            Err(e) => {
+                error!("cannot SIGKILL the child (pid {}): {e}", child.pid);
+                self.core.on_kill_failed(e.to_string(), Instant::now())
+            }
+        }
+    }
+
+    fn finish(&mut self, o: Outcome) -> i32 {
+        self.probe_stop.store(true, Ordering::Relaxed);
+        let recorded = self.record.record_death(&o);
+        // one line says how it ended: an error for what needs fixing
+        if o.reason.is_failure() {
+            error!(exit_code = o.exit_code, reason = o.reason.as_str(), "{}", o.message);
+        } else {
+            info!(exit_code = o.exit_code, reason = o.reason.as_str(), "{}", o.message);
+        }
+        match recorded {
+            // where Born could not be written, the death cannot be either: said above
+            Err(_) if o.reason == Reason::BirthNotRecorded => {}
+            Err(e) => error!(
+                "cannot record this container's death in {}: {e}; containers depending on it will see it only through its lock",
+                self.cfg.graveyard.join(&self.cfg.name).display()
+            ),
+            Ok(()) => {}
+        }
+        // After `Died` is recorded (dependents react at once), tell local proxies to quit.
+        for url in &self.cfg.shutdown_hooks {
+            run_hook(url, self.cfg.shutdown_hook_timeout);
+        }
+        // Final sweep so no zombie outlives us when we are not PID 1.
+        let _ = process::reap(None);
+        o.exit_code
+    }
+}
+
+/// POSTs to a shutdown endpoint, retrying connection failures briefly, within `budget`.
+/// Never fails the container: every outcome is only logged.
+fn run_hook(url: &crate::probe::HttpUrl, budget: Duration) {
+    let deadline = Instant::now() + budget;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        match crate::probe::request("POST", url, left) {
+            Ok(code) if (200..300).contains(&code) => {
+                info!(url = %url, status = code, attempt, "shutdown hook succeeded");
+                return;
+            }
+            Ok(code) => {
+                warn!(url = %url, status = code, attempt, "shutdown hook answered HTTP {code}; not retrying");
+                return;
+            }
+            Err(e) => {
+                let pause = Duration::from_millis(100 * attempt.min(5) as u64);
+                if Instant::now() + pause >= deadline {
+                    warn!(url = %url, attempt, "shutdown hook failed: {e}; giving up after {}", format_go_duration(budget));
+                    return;
+                }
+                debug!(url = %url, attempt, "shutdown hook failed: {e}; retrying");
+                std::thread::sleep(pause);
+            }
+        }
+    }
+}

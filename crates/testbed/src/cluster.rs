@@ -1,0 +1,88 @@
+//! The real test control plane (`scripts/testenv.sh`): starts it if it is not running,
+//! gives a `kube::Client` with admin rights, and a fresh namespace per test.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::TESTENV;
+
+pub struct TestEnv {
+    pub kubeconfig: PathBuf,
+    pub state: PathBuf,
+    pub ca: PathBuf,
+    pub host: String,
+    pub port: u16,
+}
+
+/// `scripts/testenv.sh up` once per test process (idempotent: reuses a running one).
+pub fn testenv() -> &'static TestEnv {
+    static ENV: OnceLock<TestEnv> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let out = Command::new(TESTENV)
+            .arg("up")
+            .output()
+            .expect("run scripts/testenv.sh");
+        assert!(
+            out.status.success(),
+            "scripts/testenv.sh up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env =
+            String::from_utf8(Command::new(TESTENV).arg("env").output().unwrap().stdout).unwrap();
+        let kubeconfig = PathBuf::from(env.trim().trim_start_matches("export KUBECONFIG="));
+        let state = kubeconfig.parent().unwrap().to_path_buf();
+        let port = std::env::var("SEXTON_API_PORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(16443);
+        TestEnv {
+            ca: state.join("pki/ca.crt"),
+            kubeconfig,
+            state,
+            host: "127.0.0.1".into(),
+            port,
+        }
+    })
+}
+
+pub async fn admin_client() -> Client {
+    let env = testenv();
+    let kc = Kubeconfig::read_from(&env.kubeconfig).unwrap();
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// Creates a namespace of its own for one test and returns its name.
+pub async fn fresh_namespace(client: &Client, test: &str) -> String {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let name = format!(
+        "it-{test}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    );
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    name
+}
+
+/// kubectl against the test API server.
+pub fn kubectl(args: &[&str]) -> std::process::Output {
+    Command::new("kubectl")
+        .env("KUBECONFIG", &testenv().kubeconfig)
+        .args(args)
+        .output()
+        .unwrap()
+}

@@ -1,0 +1,35 @@
+//! Test support shared by the crates' integration tests. Nothing here is a mock: the test
+//! control plane is real (`scripts/testenv.sh`), and processes are real processes.
+//!
+//! - `cluster`: the test API server, an admin client, fresh namespaces, kubectl.
+//! - `scratch`: a scratch directory per test and the processes a test starts in it.
+
+mod cluster;
+mod scratch;
+
+pub use cluster::*;
+pub use scratch::*;
+
+use std::time::{Duration, Instant};
+
+/// The repository's root (this crate lives in `crates/testbed`).
+pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+pub const TESTENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/testenv.sh");
+
+/// The bound of every wait in the tests.
+pub const TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Waits until `cond` holds, checking every few milliseconds, for at most `timeout`.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
