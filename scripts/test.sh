@@ -43,6 +43,18 @@ if ! scripts/testenv.sh status >/dev/null 2>&1; then
 fi
 scripts/testenv.sh up
 
+# The layers (docs/architecture.md): the in-pod binary links none of the cluster side's
+# crates, and the pure core nothing that does I/O.
+forbidden() { # package, regex of crates it must not depend on
+  local found
+  found=$(cargo tree -p "$1" -e normal --prefix none | sed 's/ .*//' | grep -E "^($2)\$" | sort -u || true)
+  if [ -n "$found" ]; then
+    echo "$1 depends on $(echo $found): see docs/architecture.md" >&2; exit 1
+  fi
+}
+forbidden sexton 'kube-runtime|kube-derive|kube-lease-manager|prometheus-client|schemars|axum|tokio-macros'
+forbidden sexton-core 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2'
+
 # The whole workspace: the pure core, the in-pod binary and the cluster-side binary.
 cargo build --release --benches   # the benchmark harness must keep compiling
 cargo test --release "$@"

@@ -37,12 +37,13 @@ fn root() -> &'static str {
     testbed::ROOT
 }
 
-/// Applies deploy/namespace.yaml and deploy/rbac.yaml for real (idempotent) and writes a
-/// kubeconfig holding a token of the controller's ServiceAccount.
+/// Applies deploy/namespace.yaml, deploy/rbac.yaml and the CRD for real (idempotent) and
+/// writes a kubeconfig holding a token of the controller's ServiceAccount.
 fn controller_kubeconfig() -> &'static std::path::Path {
     static KC: OnceLock<std::path::PathBuf> = OnceLock::new();
     KC.get_or_init(|| {
         let env = testenv();
+        ejob_crd();
         for f in ["namespace.yaml", "rbac.yaml"] {
             let out = kubectl(&["apply", "-f", &format!("{}/deploy/{f}", root())]);
             assert!(

@@ -25,7 +25,11 @@ use crate::signal::Signal;
 pub struct NotOneOf(&'static str);
 
 /// Matches a trimmed, case-insensitive value against `options`.
-fn one_of<T: Copy>(value: &str, options: &[(&str, T)], expected: &'static str) -> Result<T, NotOneOf> {
+fn one_of<T: Copy>(
+    value: &str,
+    options: &[(&str, T)],
+    expected: &'static str,
+) -> Result<T, NotOneOf> {
     let v = value.trim().to_ascii_lowercase();
     options
         .iter()
@@ -43,7 +47,11 @@ pub enum DepExitCode {
 
 impl DepExitCode {
     pub fn parse(s: &str) -> Result<Self, NotOneOf> {
-        let options = [("zero", Self::Zero), ("0", Self::Zero), ("child", Self::Child)];
+        let options = [
+            ("zero", Self::Zero),
+            ("0", Self::Zero),
+            ("child", Self::Child),
+        ];
         one_of(s, &options, "`zero` or `child`")
     }
 }
@@ -57,7 +65,11 @@ pub enum DeathTrigger {
 
 impl DeathTrigger {
     pub fn parse(s: &str) -> Result<Self, NotOneOf> {
-        one_of(s, &[("any", Self::Any), ("success", Self::Success)], "`any` or `success`")
+        one_of(
+            s,
+            &[("any", Self::Any), ("success", Self::Success)],
+            "`any` or `success`",
+        )
     }
 }
 
@@ -77,7 +89,11 @@ pub enum WatchMode {
 
 impl WatchMode {
     pub fn parse(s: &str) -> Result<Self, NotOneOf> {
-        let options = [("auto", Self::Auto), ("inotify", Self::Inotify), ("poll", Self::Poll)];
+        let options = [
+            ("auto", Self::Auto),
+            ("inotify", Self::Inotify),
+            ("poll", Self::Poll),
+        ];
         one_of(s, &options, "`auto`, `inotify` or `poll`")
     }
 
@@ -99,7 +115,11 @@ pub enum LogFormat {
 
 impl LogFormat {
     pub fn parse(s: &str) -> Result<Self, NotOneOf> {
-        one_of(s, &[("text", Self::Text), ("json", Self::Json)], "`text` or `json`")
+        one_of(
+            s,
+            &[("text", Self::Text), ("json", Self::Json)],
+            "`text` or `json`",
+        )
     }
 }
 
@@ -182,21 +202,35 @@ impl Value {
         self.raw.value.trim()
     }
 
-    fn invalid(&self, problem: impl fmt::Display) -> ConfigError {
+    // `&dyn Display` and no inlining: one copy of the error path for every setting keeps
+    // the in-pod binary small (the generic version cost ~5 KB).
+    #[inline(never)]
+    fn invalid(&self, problem: &dyn fmt::Display) -> ConfigError {
         let origin = match self.raw.origin {
             Origin::Flag => format!("--{}", self.setting.flag),
             Origin::Env | Origin::Default => self.setting.env.to_string(),
         };
-        ConfigError { origin, value: Some(self.raw.value.clone()), problem: problem.to_string() }
+        ConfigError {
+            origin,
+            value: Some(self.raw.value.clone()),
+            problem: problem.to_string(),
+        }
     }
 
     /// A problem with no single value to show (a missing or inconsistent setting).
     fn missing(&self, problem: String) -> ConfigError {
-        ConfigError { origin: self.setting.env.to_string(), value: None, problem }
+        ConfigError {
+            origin: self.setting.env.to_string(),
+            value: None,
+            problem,
+        }
     }
 
-    fn parse<T, E: fmt::Display>(&self, f: impl FnOnce(&str) -> Result<T, E>) -> Result<T, ConfigError> {
-        f(self.text()).map_err(|e| self.invalid(e))
+    fn parse<T, E: fmt::Display>(
+        &self,
+        f: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Result<T, ConfigError> {
+        f(self.text()).map_err(|e| self.invalid(&e))
     }
 }
 
@@ -213,7 +247,8 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
     /// `KUBEXIT_GRAVEYARD=""` as the default `/graveyard`), so sexton is a drop-in.
     fn get(&self, id: &str) -> Value {
         let setting = setting(id);
-        let given = (self.lookup)(id).filter(|r| r.origin != Origin::Env || !r.value.trim().is_empty());
+        let given =
+            (self.lookup)(id).filter(|r| r.origin != Origin::Env || !r.value.trim().is_empty());
         let raw = given.unwrap_or_else(|| Raw {
             value: setting.default.unwrap_or("").to_string(),
             origin: Origin::Default,
@@ -225,7 +260,10 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
         let v = self.get("name");
         if v.text().is_empty() {
             let s = v.setting;
-            return Err(v.missing(format!("required: set {} (or --{}) to this container's name", s.env, s.flag)));
+            return Err(v.missing(format!(
+                "required: set {} (or --{}) to this container's name",
+                s.env, s.flag
+            )));
         }
         v.parse(|t| validate_name(t).map(|()| t.to_string()))
     }
@@ -234,7 +272,7 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
     fn graveyard(&self) -> Result<PathBuf, ConfigError> {
         let v = self.get("graveyard");
         if v.text().is_empty() {
-            return Err(v.invalid("must not be empty"));
+            return Err(v.invalid(&"must not be empty"));
         }
         Ok(PathBuf::from(v.text()))
     }
@@ -244,13 +282,14 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
     }
 
     /// A Go duration of at least `min` (`MORE_THAN_ZERO`: any positive one).
+    #[inline(never)]
     fn duration(&self, id: &str, min: Duration) -> Result<Duration, ConfigError> {
         let v = self.get(id);
         let d = v.parse(parse_go_duration)?;
         if d >= min {
             return Ok(d);
         }
-        Err(v.invalid(if min == MORE_THAN_ZERO {
+        Err(v.invalid(&if min == MORE_THAN_ZERO {
             "must be more than 0".to_string()
         } else {
             format!("must be at least {}", format_go_duration(min))
@@ -273,13 +312,18 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
             (p, n) => {
                 pod.parse(validate_subdomain)?;
                 ns.parse(validate_name)?;
-                Ok(Some(PodRef { name: p.into(), namespace: n.into() }))
+                Ok(Some(PodRef {
+                    name: p.into(),
+                    namespace: n.into(),
+                }))
             }
         }
     }
 
     fn optional_path(&self, id: &str) -> Option<PathBuf> {
-        Some(self.get(id).text()).filter(|v| !v.is_empty()).map(PathBuf::from)
+        Some(self.get(id).text())
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
     }
 
     fn ready_probe(&self) -> Result<Option<Probe>, ConfigError> {
@@ -297,9 +341,9 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
         let v = self.get("shutdown_hooks");
         let mut hooks = vec![];
         for item in v.text().split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let url = HttpUrl::parse(item).map_err(|p| v.invalid(format!("{item:?}: {p}")))?;
+            let url = HttpUrl::parse(item).map_err(|p| v.invalid(&format!("{item:?}: {p}")))?;
             if !allow_remote && !url.is_loopback() {
-                return Err(v.invalid(format!(
+                return Err(v.invalid(&format!(
                     "{item:?} is not a loopback address; shutdown endpoints are local-only by design (set {}=true to allow it)",
                     remote.setting.env
                 )));
@@ -324,7 +368,10 @@ fn checked_command(command: Vec<OsString>) -> Result<Vec<OsString>, ConfigError>
 impl Config {
     /// Builds the configuration from a lookup (setting id → raw value) and the command.
     /// `lookup` returns `None` when neither flag nor env var is set; defaults apply then.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<Raw>, command: Vec<OsString>) -> Result<Config, ConfigError> {
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<Raw>,
+        command: Vec<OsString>,
+    ) -> Result<Config, ConfigError> {
         let r = Reader { lookup };
         let name = r.name()?;
         Ok(Config {
@@ -632,7 +679,13 @@ mod tests {
         let e = Config::from_lookup(
             |id| {
                 Some(Raw {
-                    value: if id == "name" { "a".into() } else if id == "graveyard" { " ".into() } else { return None },
+                    value: if id == "name" {
+                        "a".into()
+                    } else if id == "graveyard" {
+                        " ".into()
+                    } else {
+                        return None;
+                    },
                     origin: Origin::Flag,
                 })
             },

@@ -195,5 +195,4 @@ mod tests {
             assert_eq!(format_go_duration(Duration::from_nanos(ns)), s);
         }
     }
-
 }

@@ -72,7 +72,6 @@ impl Probe {
             Probe::File(p) => format!("file://{}", p.display()),
         }
     }
-
 }
 
 pub fn bracket(host: &str) -> String {
@@ -95,10 +94,7 @@ impl std::fmt::Display for HttpUrl {
     }
 }
 
-fn split_host_port(
-    hp: &str,
-    default_port: Option<u16>,
-) -> Result<(String, u16), EndpointError> {
+fn split_host_port(hp: &str, default_port: Option<u16>) -> Result<(String, u16), EndpointError> {
     let (host, port) = if let Some(rest) = hp.strip_prefix('[') {
         let end = rest.find(']').ok_or(EndpointError::UnterminatedIpv6)?;
         let host = &rest[..end];
@@ -134,9 +130,7 @@ fn split_host_port(
 
 impl HttpUrl {
     pub fn parse(s: &str) -> Result<HttpUrl, EndpointError> {
-        let rest = s
-            .strip_prefix("http://")
-            .ok_or(EndpointError::NotHttp)?;
+        let rest = s.strip_prefix("http://").ok_or(EndpointError::NotHttp)?;
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -230,5 +224,4 @@ mod tests {
         }
         assert!(HttpUrl::parse("http://user@127.0.0.1/").is_err());
     }
-
 }

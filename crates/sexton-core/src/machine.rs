@@ -89,7 +89,9 @@ impl DepState {
     fn merge(&self, new: DepState, restarts: bool) -> DepState {
         match (self, new) {
             (DepState::Dead { exit_code: Some(c) }, DepState::Dead { exit_code: None }) => {
-                DepState::Dead { exit_code: Some(*c) }
+                DepState::Dead {
+                    exit_code: Some(*c),
+                }
             }
             (DepState::Dead { .. }, new @ DepState::Dead { .. }) => new,
             (DepState::Dead { exit_code }, new @ DepState::Alive { .. })
@@ -509,9 +511,7 @@ impl Core {
     /// "died with exit code 3" or "died (exit code unknown)".
     fn describe_death(&self, dep: &str) -> String {
         match self.dep_state(dep) {
-            DepState::Dead {
-                exit_code: Some(c),
-            } => format!("died with exit code {c}"),
+            DepState::Dead { exit_code: Some(c) } => format!("died with exit code {c}"),
             _ => "died (exit code unknown)".into(),
         }
     }
@@ -557,12 +557,7 @@ impl Core {
         if let Some(dep) = self.dead_death_dep() {
             let msg = format!("{} {when}", self.describe_dead(&dep));
             let code = self.code_when_stopped(None);
-            return Some(self.not_started(
-                Reason::DependencyDeadBeforeStart,
-                code,
-                Some(dep),
-                msg,
-            ));
+            return Some(self.not_started(Reason::DependencyDeadBeforeStart, code, Some(dep), msg));
         }
         if let Some(dep) = self.dead_birth_dep() {
             let msg = format!(
@@ -580,7 +575,9 @@ impl Core {
         if self.phase != Phase::Created {
             return vec![];
         }
-        if let Some(actions) = self.end_if_deps_dead("before the child was started; not starting it") {
+        if let Some(actions) =
+            self.end_if_deps_dead("before the child was started; not starting it")
+        {
             return actions;
         }
         if self.not_ready().is_empty() {
@@ -627,9 +624,9 @@ impl Core {
                 vec![]
             }
             Phase::WaitingBirth { .. } => {
-                if let Some(actions) =
-                    self.end_if_deps_dead("while waiting for birth dependencies; not starting the child")
-                {
+                if let Some(actions) = self.end_if_deps_dead(
+                    "while waiting for birth dependencies; not starting the child",
+                ) {
                     return actions;
                 }
                 if self.not_ready().is_empty() {
@@ -667,7 +664,8 @@ impl Core {
         match self.phase {
             Phase::Created | Phase::WaitingBirth { .. } | Phase::Starting => {
                 if sig.ends_wait() {
-                    let msg = format!("received {sig} before the child was started; not starting it");
+                    let msg =
+                        format!("received {sig} before the child was started; not starting it");
                     self.not_started(Reason::TerminatedBeforeStart, 128 + sig.number(), None, msg)
                 } else {
                     vec![]
@@ -905,7 +903,11 @@ mod tests {
                 Lock::Unknown,
                 DepState::Dead { exit_code: Some(0) },
             ),
-            (Some(&no_born), Lock::Free, DepState::Dead { exit_code: None }),
+            (
+                Some(&no_born),
+                Lock::Free,
+                DepState::Dead { exit_code: None },
+            ),
             (Some(&no_born), Lock::Held, DepState::Alive { ready: true }),
         ];
         for (t, lock, want) in cases {
@@ -913,8 +915,14 @@ mod tests {
             assert_eq!(&classify(record, || *lock), want, "{t:?} {lock:?}");
         }
         // an unreadable tombstone says nothing; a free lock beside it still proves death
-        assert_eq!(classify(Record::Unreadable, || Lock::Held), DepState::Unreadable);
-        assert_eq!(classify(Record::Unreadable, || Lock::Unknown), DepState::Unreadable);
+        assert_eq!(
+            classify(Record::Unreadable, || Lock::Held),
+            DepState::Unreadable
+        );
+        assert_eq!(
+            classify(Record::Unreadable, || Lock::Unknown),
+            DepState::Unreadable
+        );
         assert_eq!(
             classify(Record::Unreadable, || Lock::Free),
             DepState::Dead { exit_code: None }
@@ -955,10 +963,7 @@ mod tests {
         c.on_dep("proxy", DepState::Alive { ready: true }, t0);
         assert!(c.start(t0).is_empty());
         assert_eq!(c.not_ready(), vec!["proxy", "db"]);
-        assert!(
-            c.on_pod(&pod(&["proxy", "unrelated"], &[]), t0)
-                .is_empty()
-        );
+        assert!(c.on_pod(&pod(&["proxy", "unrelated"], &[]), t0).is_empty());
         assert_eq!(c.not_ready(), vec!["db"]);
         // readiness can be lost again
         assert!(c.on_pod(&pod(&["db"], &[]), t0).is_empty());
@@ -974,9 +979,14 @@ mod tests {
     /// A pod with containers main, proxy, db and unrelated.
     fn pod(ready: &[&str], terminated: &[(&str, Option<i32>)]) -> PodView {
         PodView {
-            containers: ["main", "proxy", "db", "unrelated"].map(String::from).to_vec(),
+            containers: ["main", "proxy", "db", "unrelated"]
+                .map(String::from)
+                .to_vec(),
             ready: ready.iter().map(|s| s.to_string()).collect(),
-            terminated: terminated.iter().map(|(n, c)| (n.to_string(), *c)).collect(),
+            terminated: terminated
+                .iter()
+                .map(|(n, c)| (n.to_string(), *c))
+                .collect(),
         }
     }
 
@@ -994,14 +1004,30 @@ mod tests {
         };
         let o = finish(&waiting(&["proxy"]).on_pod(&pod(&[], &[("proxy", Some(127))]), t0)).clone();
         assert_eq!((o.reason, o.exit_code), (Reason::BirthDependencyDied, 1));
-        assert!(o.message.contains("\"proxy\" terminated (exit code 127)"), "{}", o.message);
+        assert!(
+            o.message.contains("\"proxy\" terminated (exit code 127)"),
+            "{}",
+            o.message
+        );
         let o = finish(&waiting(&["proxi"]).on_pod(&pod(&[], &[]), t0)).clone();
         assert_eq!((o.reason, o.exit_code), (Reason::BirthDependencyUnknown, 1));
-        assert!(o.message.contains("\"proxi\" is not a container") && o.message.contains("main, proxy"), "{}", o.message);
+        assert!(
+            o.message.contains("\"proxi\" is not a container") && o.message.contains("main, proxy"),
+            "{}",
+            o.message
+        );
         // a spec not seen yet (no container names) proves nothing
-        assert!(waiting(&["proxi"]).on_pod(&PodView::default(), t0).is_empty());
+        assert!(
+            waiting(&["proxi"])
+                .on_pod(&PodView::default(), t0)
+                .is_empty()
+        );
         // an unrelated container's end changes nothing
-        assert!(waiting(&["proxy"]).on_pod(&pod(&[], &[("db", Some(1))]), t0).is_empty());
+        assert!(
+            waiting(&["proxy"])
+                .on_pod(&pod(&[], &[("db", Some(1))]), t0)
+                .is_empty()
+        );
     }
 
     #[test]
@@ -1015,7 +1041,12 @@ mod tests {
         c.start(t0);
         c.on_api_unreachable("https://10.0.0.1:443: connection refused".into());
         let o = finish(&c.tick(t0 + Duration::from_secs(30))).clone();
-        assert!(o.message.contains("never reached (https://10.0.0.1:443: connection refused)"), "{}", o.message);
+        assert!(
+            o.message
+                .contains("never reached (https://10.0.0.1:443: connection refused)"),
+            "{}",
+            o.message
+        );
         // once it answered, the timeout is only about readiness
         let mut c = Core::new(Policy {
             birth_deps: vec!["proxy".into()],
@@ -1297,7 +1328,12 @@ mod tests {
                     }]
                 );
             }
-            for s in [Signal::SIGCHLD, Signal::SIGPIPE, Signal::SIGSEGV, Signal::SIGKILL] {
+            for s in [
+                Signal::SIGCHLD,
+                Signal::SIGPIPE,
+                Signal::SIGSEGV,
+                Signal::SIGKILL,
+            ] {
                 assert!(c.on_signal(s, t0).is_empty(), "{s:?} must not be forwarded");
             }
             c.on_dep("main", dead(Some(0)), t0);
@@ -1371,8 +1407,14 @@ mod tests {
     #[test]
     fn birth_dep_that_died_ends_the_wait_at_once() {
         for (state, says) in [
-            (dead(Some(127)), "\"db\" died with exit code 127 before it was ready"),
-            (dead(None), "\"db\" died (exit code unknown) before it was ready"),
+            (
+                dead(Some(127)),
+                "\"db\" died with exit code 127 before it was ready",
+            ),
+            (
+                dead(None),
+                "\"db\" died (exit code unknown) before it was ready",
+            ),
         ] {
             let t0 = Instant::now();
             let mut c = Core::new(Policy {
@@ -1541,7 +1583,10 @@ mod tests {
             ..policy()
         });
         c.start(t0);
-        assert!(c.on_dep("db", dead(Some(1)), t0).is_empty(), "it will be restarted");
+        assert!(
+            c.on_dep("db", dead(Some(1)), t0).is_empty(),
+            "it will be restarted"
+        );
         assert_eq!(
             c.on_dep("db", DepState::Alive { ready: true }, t0),
             vec![Action::Spawn]
@@ -1552,7 +1597,10 @@ mod tests {
             ..policy()
         });
         c.start(t0);
-        assert_eq!(finish(&c.on_dep("db", dead(Some(0)), t0)).reason, Reason::BirthDependencyDied);
+        assert_eq!(
+            finish(&c.on_dep("db", dead(Some(0)), t0)).reason,
+            Reason::BirthDependencyDied
+        );
     }
 
     #[test]
@@ -1560,12 +1608,21 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Core::new(policy());
         assert_eq!(c.start(t0), vec![Action::Spawn]);
-        assert!(c.on_signal(Signal::SIGUSR1, t0).is_empty(), "not a stop signal");
+        assert!(
+            c.on_signal(Signal::SIGUSR1, t0).is_empty(),
+            "not a stop signal"
+        );
         let rtmin3 = Signal::parse("SIGRTMIN+3").unwrap();
         let o = finish(&c.on_signal(rtmin3, t0)).clone();
-        assert_eq!((o.reason, o.exit_code), (Reason::TerminatedBeforeStart, 128 + 37));
+        assert_eq!(
+            (o.reason, o.exit_code),
+            (Reason::TerminatedBeforeStart, 128 + 37)
+        );
         assert!(c.on_spawned(t0).is_empty(), "no child after finish");
-        assert!(c.on_spawn_failed(SpawnFailure::NotFound, "x".into()).is_empty());
+        assert!(
+            c.on_spawn_failed(SpawnFailure::NotFound, "x".into())
+                .is_empty()
+        );
     }
 
     #[test]
@@ -1585,7 +1642,16 @@ mod tests {
         c.start(t0);
         c.on_dep("main", dead(Some(0)), t0);
         let a = c.on_spawned(t0);
-        assert!(matches!(&a[..], [Action::Signal { signal: Signal::SIGTERM, .. }]), "{a:?}");
+        assert!(
+            matches!(
+                &a[..],
+                [Action::Signal {
+                    signal: Signal::SIGTERM,
+                    ..
+                }]
+            ),
+            "{a:?}"
+        );
     }
 
     #[test]
@@ -1620,11 +1686,19 @@ mod tests {
             c.on_dep("main", dead(Some(0)), t0);
             let t1 = t0 + Duration::from_secs(10);
             c.tick(t1);
-            assert_eq!(c.deadline(), Some(t1 + KILL_WAIT), "a deadline while stopping");
+            assert_eq!(
+                c.deadline(),
+                Some(t1 + KILL_WAIT),
+                "a deadline while stopping"
+            );
             assert!(c.tick(t1 + KILL_WAIT - Duration::from_millis(1)).is_empty());
             let o = finish(&c.tick(t1 + KILL_WAIT)).clone();
             assert_eq!(o.exit_code, code);
-            assert!(o.message.contains("did not exit within 2s after SIGKILL"), "{}", o.message);
+            assert!(
+                o.message.contains("did not exit within 2s after SIGKILL"),
+                "{}",
+                o.message
+            );
         }
     }
 

@@ -5,7 +5,9 @@ use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum NameError {
-    #[error("must be a plain name: `/` and `..` are not allowed (the name is a file name in the graveyard)")]
+    #[error(
+        "must be a plain name: `/` and `..` are not allowed (the name is a file name in the graveyard)"
+    )]
     NotPlain,
     #[error("is {0} characters long; a DNS-1123 label has at most 63")]
     TooLong(usize),
@@ -102,5 +104,4 @@ mod tests {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
     }
-
 }

@@ -11,10 +11,37 @@ pub struct Signal(i32);
 
 /// Classic signals by name, in number order (index + 1 = number).
 const NAMES: [&str; 31] = [
-    "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
-    "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
-    "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU",
-    "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS",
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGILL",
+    "SIGTRAP",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGKILL",
+    "SIGUSR1",
+    "SIGSEGV",
+    "SIGUSR2",
+    "SIGPIPE",
+    "SIGALRM",
+    "SIGTERM",
+    "SIGSTKFLT",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGSTOP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGXCPU",
+    "SIGXFSZ",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGWINCH",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSYS",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,7 +157,10 @@ impl Signal {
     /// - SIGTTIN and SIGTTOU (sexton's own terminal access);
     /// - 32 and 33, the C library's internal signals.
     pub fn is_forwarded(self) -> bool {
-        !matches!(self.0, 4..=9 | 11 | 13 | 17 | 19 | 21 | 22 | 25 | 31 | 32 | 33)
+        !matches!(
+            self.0,
+            4..=9 | 11 | 13 | 17 | 19 | 21 | 22 | 25 | 31 | 32 | 33
+        )
     }
 
     /// Whether this signal, received before the child was started, ends the container
@@ -188,7 +218,16 @@ mod tests {
         ] {
             assert_eq!(Signal::parse(text).map(Signal::number), Ok(n), "{text}");
         }
-        for bad in ["", "SIGFOO", "0", "65", "-1", "SIGRTMIN+31", "SIGRTMAX-31", "RTMIN+x"] {
+        for bad in [
+            "",
+            "SIGFOO",
+            "0",
+            "65",
+            "-1",
+            "SIGRTMIN+31",
+            "SIGRTMAX-31",
+            "RTMIN+x",
+        ] {
             assert!(Signal::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(Signal(37).name(), "SIGRTMIN+3");
@@ -198,11 +237,19 @@ mod tests {
 
     #[test]
     fn forwarding_rules() {
-        let not: Vec<i32> = (1..=64)
-            .filter(|&n| !Signal(n).is_forwarded())
-            .collect();
-        assert_eq!(not, [4, 5, 6, 7, 8, 9, 11, 13, 17, 19, 21, 22, 25, 31, 32, 33]);
-        for s in [Signal::SIGTERM, Signal::SIGPWR, Signal::SIGWINCH, Signal::SIGTSTP, Signal(37), Signal(64)] {
+        let not: Vec<i32> = (1..=64).filter(|&n| !Signal(n).is_forwarded()).collect();
+        assert_eq!(
+            not,
+            [4, 5, 6, 7, 8, 9, 11, 13, 17, 19, 21, 22, 25, 31, 32, 33]
+        );
+        for s in [
+            Signal::SIGTERM,
+            Signal::SIGPWR,
+            Signal::SIGWINCH,
+            Signal::SIGTSTP,
+            Signal(37),
+            Signal(64),
+        ] {
             assert!(s.is_forwarded(), "{s}");
         }
         let ends: Vec<i32> = (1..34).filter(|&n| Signal(n).ends_wait()).collect();

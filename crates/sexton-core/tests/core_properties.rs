@@ -97,27 +97,25 @@ fn policy() -> impl Strategy<Value = Policy> {
         any::<bool>(),
     )
         .prop_map(
-            |(death, birth, grace, timeout, term, group, child_code, success, api, pid1)| {
-                Policy {
-                    death_deps: death,
-                    birth_deps: birth,
-                    grace_period: Duration::from_millis(grace),
-                    birth_timeout: Duration::from_millis(timeout),
-                    term_signal: Signal::new(term).unwrap(),
-                    signal_group: group,
-                    dep_exit_code: if child_code {
-                        DepExitCode::Child
-                    } else {
-                        DepExitCode::Zero
-                    },
-                    death_trigger: if success {
-                        DeathTrigger::Success
-                    } else {
-                        DeathTrigger::Any
-                    },
-                    birth_via_api: api,
-                    pid1,
-                }
+            |(death, birth, grace, timeout, term, group, child_code, success, api, pid1)| Policy {
+                death_deps: death,
+                birth_deps: birth,
+                grace_period: Duration::from_millis(grace),
+                birth_timeout: Duration::from_millis(timeout),
+                term_signal: Signal::new(term).unwrap(),
+                signal_group: group,
+                dep_exit_code: if child_code {
+                    DepExitCode::Child
+                } else {
+                    DepExitCode::Zero
+                },
+                death_trigger: if success {
+                    DeathTrigger::Success
+                } else {
+                    DeathTrigger::Any
+                },
+                birth_via_api: api,
+                pid1,
             },
         )
 }
@@ -207,7 +205,10 @@ impl Harness {
         let want = match o.reason {
             Reason::Exited | Reason::Signaled => {
                 let st = self.reaped.expect("an exit reason needs a reaped child");
-                prop_assert_eq!(o.reason == Reason::Signaled, matches!(st, ChildStatus::Signaled(_)));
+                prop_assert_eq!(
+                    o.reason == Reason::Signaled,
+                    matches!(st, ChildStatus::Signaled(_))
+                );
                 st.code()
             }
             Reason::StoppedByDependency => stopped_code(self.reaped),
@@ -240,7 +241,8 @@ impl Harness {
             }
         };
         prop_assert_eq!(o.exit_code, want, "{:?}", o);
-        if o.reason == Reason::StoppedByDependency || o.reason == Reason::DependencyDeadBeforeStart {
+        if o.reason == Reason::StoppedByDependency || o.reason == Reason::DependencyDeadBeforeStart
+        {
             prop_assert!(o.death_dep.is_some());
         }
         Ok(())
@@ -279,7 +281,9 @@ impl Harness {
             }
             Step::ApiError => self.core.on_api_error("forbidden".into()),
             Step::KillFailed => {
-                if !self.child_alive() || !matches!(self.core.phase(), Phase::Stopping { killed: true, .. }) {
+                if !self.child_alive()
+                    || !matches!(self.core.phase(), Phase::Stopping { killed: true, .. })
+                {
                     return Ok(()); // the glue reports only a failed kill
                 }
                 self.core.on_kill_failed("EPERM".into(), self.now)
@@ -291,7 +295,10 @@ impl Harness {
 
     fn check_state(&mut self) -> Result<(), TestCaseError> {
         if let Phase::Stopping { .. } = self.core.phase() {
-            prop_assert!(self.core.deadline().is_some(), "stopping without a deadline");
+            prop_assert!(
+                self.core.deadline().is_some(),
+                "stopping without a deadline"
+            );
         }
         if let Phase::WaitingBirth { .. } = self.core.phase() {
             prop_assert!(self.core.deadline().is_some());
@@ -328,7 +335,11 @@ impl Harness {
         }
         match self.core.phase() {
             Phase::Stopping { .. } | Phase::WaitingBirth { .. } => {
-                prop_assert!(false, "did not end by following deadlines: {:?}", self.core.phase())
+                prop_assert!(
+                    false,
+                    "did not end by following deadlines: {:?}",
+                    self.core.phase()
+                )
             }
             _ => {}
         }

@@ -123,6 +123,10 @@ fn the_largest_readable_record_stays_linear() {
     for bytes in cases {
         assert!(bytes.len() <= cap);
         let peak = decode_peak(&bytes);
-        assert!(peak <= bound(bytes.len()), "{} bytes took {peak}", bytes.len());
+        assert!(
+            peak <= bound(bytes.len()),
+            "{} bytes took {peak}",
+            bytes.len()
+        );
     }
 }

@@ -15,9 +15,9 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, WatchEvent, W
 use kube::{Client, Config};
 use tracing::{debug, info, warn};
 
+use crate::events::Event;
 use sexton_core::config::PodRef;
 use sexton_core::machine::PodView;
-use crate::events::Event;
 
 /// How often a persisting outage is reported again (the first failure is reported at once).
 const REPORT_EVERY: Duration = Duration::from_secs(30);
@@ -47,7 +47,9 @@ pub fn pod_view(pod: &DynamicObject) -> PodView {
             .as_array()
             .into_iter()
             .flatten()
-            .any(|c| c["name"].as_str() == Some(name) && c["restartPolicy"].as_str() == Some("Always"))
+            .any(|c| {
+                c["name"].as_str() == Some(name) && c["restartPolicy"].as_str() == Some("Always")
+            })
     };
     for key in ["initContainerStatuses", "containerStatuses"] {
         for c in status[key].as_array().into_iter().flatten() {
@@ -60,7 +62,10 @@ pub fn pod_view(pod: &DynamicObject) -> PodView {
             let Some(term) = c["state"]["terminated"].as_object() else {
                 continue;
             };
-            let code = term.get("exitCode").and_then(|v| v.as_i64()).map(|c| c as i32);
+            let code = term
+                .get("exitCode")
+                .and_then(|v| v.as_i64())
+                .map(|c| c as i32);
             let last = match restart {
                 _ if native_sidecar(name) => false,
                 "Never" => true,
@@ -174,32 +179,46 @@ fn forbidden(pod: &PodRef, detail: &str) -> String {
     )
 }
 
+/// Why no API client could be made (one line for the log; the birth deps cannot be read).
+#[derive(Debug, thiserror::Error)]
+enum ClientError {
+    #[cfg(feature = "kubeconfig")]
+    #[error("invalid KUBEXIT_KUBECONFIG={path:?}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[cfg(not(feature = "kubeconfig"))]
+    #[error(
+        "invalid KUBEXIT_KUBECONFIG={0:?}: this sexton was built without the `kubeconfig` feature (it keeps a YAML parser out of the in-pod binary); use the pod's service account, or build with --features kubeconfig"
+    )]
+    NoKubeconfigFeature(PathBuf),
+    #[error(
+        "no in-cluster credentials for the Kubernetes API ({0}); is a service account token mounted? (or set KUBEXIT_KUBECONFIG)"
+    )]
+    NotInCluster(kube::config::InClusterError),
+    #[error("cannot create a Kubernetes client: {0}")]
+    Client(kube::Error),
+}
+
 /// A client, and the API server's address for messages.
-async fn client(kubeconfig: Option<PathBuf>) -> Result<(Client, String), String> {
+async fn client(kubeconfig: Option<PathBuf>) -> Result<(Client, String), ClientError> {
     let config = match kubeconfig {
         #[cfg(feature = "kubeconfig")]
         Some(path) => {
             use kube::config::{KubeConfigOptions, Kubeconfig};
-            let kc = Kubeconfig::read_from(&path)
-                .map_err(|e| format!("invalid KUBEXIT_KUBECONFIG={:?}: {e}", path.display()))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("invalid KUBEXIT_KUBECONFIG={:?}: {e}", path.display()))?
+            let read = match Kubeconfig::read_from(&path) {
+                Ok(kc) => Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await,
+                Err(e) => Err(e),
+            };
+            read.map_err(|source| ClientError::Kubeconfig { path, source })?
         }
         #[cfg(not(feature = "kubeconfig"))]
-        Some(path) => {
-            return Err(format!(
-                "invalid KUBEXIT_KUBECONFIG={:?}: this sexton was built without the `kubeconfig` feature (it keeps a YAML parser out of the in-pod binary); use the pod's service account, or build with --features kubeconfig",
-                path.display()
-            ));
-        }
-        None => Config::incluster().map_err(|e| {
-            format!("no in-cluster credentials for the Kubernetes API ({e}); is a service account token mounted? (or set KUBEXIT_KUBECONFIG)")
-        })?,
+        Some(path) => return Err(ClientError::NoKubeconfigFeature(path)),
+        None => Config::incluster().map_err(ClientError::NotInCluster)?,
     };
     let address = config.cluster_url.to_string();
-    let client =
-        Client::try_from(config).map_err(|e| format!("cannot create a Kubernetes client: {e}"))?;
+    let client = Client::try_from(config).map_err(ClientError::Client)?;
     Ok((client, address))
 }
 
@@ -279,7 +298,7 @@ async fn watch_pod(
 ) {
     let (client, address) = match client(kubeconfig).await {
         Ok(c) => c,
-        Err(e) => return post(Event::ApiFatal(e)),
+        Err(e) => return post(Event::ApiFatal(e.to_string())),
     };
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
     let api: Api<DynamicObject> = Api::namespaced_with(client, &pod.namespace, &resource);
@@ -329,7 +348,8 @@ async fn watch_pod(
                 Ok(WatchEvent::Deleted(_)) => post(Event::Pod(PodView::default())),
                 Ok(WatchEvent::Bookmark(_)) => {}
                 Ok(WatchEvent::Error(e)) if e.code == 403 => {
-                    if let Some(msg) = state.forbidden.check(&pod, format!("watch: {}", e.message)) {
+                    if let Some(msg) = state.forbidden.check(&pod, format!("watch: {}", e.message))
+                    {
                         return post(Event::ApiFatal(msg));
                     }
                     break;
@@ -400,13 +420,16 @@ mod tests {
             .unwrap();
             pod_view(&p)
         };
-        let v = view("Never", serde_json::json!({
-            "containerStatuses": [
-                {"name": "main", "ready": false, "state": {"running": {}}},
-                {"name": "proxy", "ready": true, "state": {"running": {}}}
-            ],
-            "initContainerStatuses": [{"name": "native-sidecar", "ready": true}]
-        }));
+        let v = view(
+            "Never",
+            serde_json::json!({
+                "containerStatuses": [
+                    {"name": "main", "ready": false, "state": {"running": {}}},
+                    {"name": "proxy", "ready": true, "state": {"running": {}}}
+                ],
+                "initContainerStatuses": [{"name": "native-sidecar", "ready": true}]
+            }),
+        );
         assert_eq!(v.containers, ["native-sidecar", "setup", "main", "proxy"]);
         assert_eq!(v.ready, ["native-sidecar", "proxy"]);
         assert!(v.terminated.is_empty());
@@ -418,9 +441,20 @@ mod tests {
             ],
             "initContainerStatuses": [{"name": "native-sidecar", "state": {"terminated": {"exitCode": 1}}}]
         });
-        let names = |v: PodView| v.terminated.into_iter().map(|(n, c)| (n, c.unwrap())).collect::<Vec<_>>();
-        assert_eq!(names(view("Never", ended.clone())), [("main".into(), 0), ("proxy".into(), 127)]);
-        assert_eq!(names(view("OnFailure", ended.clone())), [("main".into(), 0)]);
+        let names = |v: PodView| {
+            v.terminated
+                .into_iter()
+                .map(|(n, c)| (n, c.unwrap()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(view("Never", ended.clone())),
+            [("main".into(), 0), ("proxy".into(), 127)]
+        );
+        assert_eq!(
+            names(view("OnFailure", ended.clone())),
+            [("main".into(), 0)]
+        );
         assert!(view("Always", ended).terminated.is_empty());
         let empty: DynamicObject = serde_json::from_value(
             serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),

@@ -6,9 +6,9 @@ use std::ffi::OsString;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, Command, value_parser};
 
+use crate::logging::stderr_line;
 use sexton_core::config::Config;
 use sexton_core::settings::{Origin, Raw, SETTINGS};
-use crate::logging::stderr_line;
 
 const ABOUT: &str = "Supervises a container's entrypoint in a Kubernetes pod: records its life in a \
 shared graveyard directory, stops it when its death dependencies die, starts it when its birth \
@@ -104,4 +104,3 @@ fn supervise(args: Vec<OsString>) -> i32 {
         }
     }
 }
-

@@ -6,6 +6,7 @@ use std::sync::mpsc;
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
+use crate::setup_error::SetupError;
 use sexton_core::machine::PodView;
 
 #[derive(Debug)]
@@ -30,11 +31,17 @@ pub struct Poster {
 }
 
 impl Poster {
-    pub fn new() -> Result<(Poster, mpsc::Receiver<Event>), String> {
+    pub fn new() -> Result<(Poster, mpsc::Receiver<Event>), SetupError> {
         let efd = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
-            .map_err(|e| format!("cannot create an eventfd: {e}"))?;
+            .map_err(SetupError::EventFd)?;
         let (tx, rx) = mpsc::channel();
-        Ok((Poster { tx, efd: Arc::new(efd) }, rx))
+        Ok((
+            Poster {
+                tx,
+                efd: Arc::new(efd),
+            },
+            rx,
+        ))
     }
 
     pub fn post(&self, ev: Event) {

@@ -19,8 +19,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt, Permi
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-
-
+use nix::errno::Errno;
 use nix::fcntl::OFlag;
 
 use sexton_core::tombstone::{DecodeError, Tombstone};
@@ -231,11 +230,32 @@ impl Drop for Reserved {
 }
 
 /// Why a graveyard file could not be read.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    #[error("does not exist")]
     NotFound,
     /// Exists but is not usable; says why (for a log line).
-    Unusable(String),
+    #[error(transparent)]
+    Unusable(#[from] Unusable),
+}
+
+/// Why an existing graveyard file cannot be used; the message completes "<path> ...".
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    #[error("is a symlink; not followed")]
+    Symlink,
+    #[error("cannot open: {0}")]
+    Open(io::Error),
+    #[error("cannot stat: {0}")]
+    Stat(io::Error),
+    #[error("is not a regular file but {0}")]
+    NotAFile(&'static str),
+    #[error("cannot read: {0}")]
+    Read(io::Error),
+    #[error("is larger than {} KiB, so not a tombstone", MAX_RECORD / 1024)]
+    TooLarge,
+    #[error("cannot flock: {0}")]
+    Flock(Errno),
 }
 
 /// Opens a graveyard file read-only without following a symlink or blocking, and checks
@@ -247,19 +267,12 @@ pub(crate) fn open_regular(path: &Path) -> Result<File, ReadError> {
         .open(path)
         .map_err(|e| match e {
             e if e.kind() == io::ErrorKind::NotFound => ReadError::NotFound,
-            e if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-                ReadError::Unusable("is a symlink; not followed".into())
-            }
-            e => ReadError::Unusable(format!("cannot open: {e}")),
+            e if e.raw_os_error() == Some(nix::libc::ELOOP) => Unusable::Symlink.into(),
+            e => Unusable::Open(e).into(),
         })?;
-    let meta = f
-        .metadata()
-        .map_err(|e| ReadError::Unusable(format!("cannot stat: {e}")))?;
+    let meta = f.metadata().map_err(Unusable::Stat)?;
     if !meta.is_file() {
-        return Err(ReadError::Unusable(format!(
-            "is not a regular file but {}",
-            kind_of(&meta.file_type())
-        )));
+        return Err(Unusable::NotAFile(kind_of(&meta.file_type())).into());
     }
     Ok(f)
 }
@@ -284,12 +297,9 @@ pub fn read_record(path: &Path) -> Result<Vec<u8>, ReadError> {
     let mut buf = Vec::with_capacity(512);
     f.take(MAX_RECORD + 1)
         .read_to_end(&mut buf)
-        .map_err(|e| ReadError::Unusable(format!("cannot read: {e}")))?;
+        .map_err(Unusable::Read)?;
     if buf.len() as u64 > MAX_RECORD {
-        return Err(ReadError::Unusable(format!(
-            "is larger than {} KiB, so not a tombstone",
-            MAX_RECORD / 1024
-        )));
+        return Err(Unusable::TooLarge.into());
     }
     Ok(buf)
 }
@@ -311,7 +321,7 @@ pub fn read_tombstone(graveyard: &Path, name: &str) -> Lookup {
             Err(e) => Lookup::Bad(e.to_string()),
         },
         Err(ReadError::NotFound) => Lookup::Absent,
-        Err(ReadError::Unusable(why)) => Lookup::Bad(why),
+        Err(ReadError::Unusable(why)) => Lookup::Bad(why.to_string()),
     }
 }
 
@@ -427,8 +437,11 @@ mod tests {
     fn hostile_entries_are_unreadable_without_blocking() {
         let d = tempdir();
         let fifo = CString::new(d.join("fifo").as_os_str().as_bytes()).unwrap();
-        nix::unistd::mkfifo(fifo.as_c_str(), nix::sys::stat::Mode::from_bits_truncate(0o644))
-            .unwrap();
+        nix::unistd::mkfifo(
+            fifo.as_c_str(),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
         assert!(matches!(read_tombstone(&d, "fifo"), Lookup::Bad(m) if m.contains("FIFO")));
         fs::create_dir(d.join("dir")).unwrap();
         assert!(matches!(read_tombstone(&d, "dir"), Lookup::Bad(m) if m.contains("directory")));
@@ -437,11 +450,18 @@ mod tests {
         assert!(matches!(read_tombstone(&d, "big"), Lookup::Bad(m) if m.contains("larger")));
         // a FIFO or directory at a lock path is reported, not waited on
         nix::unistd::mkfifo(
-            CString::new(d.join(".fifo.lock").as_os_str().as_bytes()).unwrap().as_c_str(),
+            CString::new(d.join(".fifo.lock").as_os_str().as_bytes())
+                .unwrap()
+                .as_c_str(),
             nix::sys::stat::Mode::from_bits_truncate(0o644),
         )
         .unwrap();
-        assert!(lock_state(&d, "fifo").unwrap_err().contains("FIFO"));
+        assert!(
+            lock_state(&d, "fifo")
+                .unwrap_err()
+                .to_string()
+                .contains("FIFO")
+        );
         assert!(wait_lock_released(&d, "fifo").is_err());
         fs::remove_dir_all(&d).unwrap();
     }
@@ -461,7 +481,10 @@ mod tests {
             let mode = fs::metadata(d.join(f)).unwrap().permissions().mode() & 0o7777;
             assert_eq!(mode, FILE_MODE, "{f}");
         }
-        assert_eq!(fs::metadata(&g).unwrap().permissions().mode() & 0o7777, 0o1777);
+        assert_eq!(
+            fs::metadata(&g).unwrap().permissions().mode() & 0o7777,
+            0o1777
+        );
         drop(lock);
         fs::remove_dir_all(&d).unwrap();
     }
@@ -491,7 +514,13 @@ mod tests {
     #[test]
     fn stale_temp_files_of_this_container_only() {
         let d = tempdir();
-        for f in [".main.tmp.1.0", ".main.tmp.abc", ".mainx.tmp.1", ".side.tmp.1.0", "main"] {
+        for f in [
+            ".main.tmp.1.0",
+            ".main.tmp.abc",
+            ".mainx.tmp.1",
+            ".side.tmp.1.0",
+            "main",
+        ] {
             fs::write(d.join(f), b"").unwrap();
         }
         assert_eq!(remove_stale_temp_files(&d, "main"), 2);

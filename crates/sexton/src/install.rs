@@ -29,7 +29,10 @@ pub fn install(args: &[OsString]) -> i32 {
     };
     let dir = m.get_one::<PathBuf>("dir").expect("required");
     if let Err(e) = std::fs::create_dir_all(dir) {
-        stderr_line(&format!("sexton install: cannot create {}: {e}", dir.display()));
+        stderr_line(&format!(
+            "sexton install: cannot create {}: {e}",
+            dir.display()
+        ));
         return 1;
     }
     let exe = match std::env::current_exe() {
@@ -50,7 +53,10 @@ pub fn install(args: &[OsString]) -> i32 {
             0
         }
         Err(e) => {
-            stderr_line(&format!("sexton install: cannot install into {}: {e}", dir.display()));
+            stderr_line(&format!(
+                "sexton install: cannot install into {}: {e}",
+                dir.display()
+            ));
             1
         }
     }

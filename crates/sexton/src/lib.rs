@@ -15,6 +15,7 @@ pub mod observe;
 pub mod probe;
 pub mod process;
 pub mod record;
+pub mod setup_error;
 pub mod sigfd;
 pub mod supervisor;
 pub mod watch;

@@ -13,7 +13,9 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use sexton_core::machine::Lock;
 
-use crate::files::{FILE_MODE, ReadError, create_exclusive, kind_of, open_regular, safe_flags, temp_path};
+use crate::files::{
+    FILE_MODE, ReadError, Unusable, create_exclusive, kind_of, open_regular, safe_flags, temp_path,
+};
 
 /// The lock file a supervisor holds for its whole life: `GRAVEYARD/.NAME.lock`. The dot
 /// keeps it apart from tombstones (container names cannot start with a dot).
@@ -59,7 +61,10 @@ pub enum Acquired {
 
 /// Whether a flock error means "no flock here" rather than a real failure.
 fn unsupported(e: Errno) -> bool {
-    matches!(e, Errno::ENOLCK | Errno::EOPNOTSUPP | Errno::EINVAL | Errno::ENOSYS)
+    matches!(
+        e,
+        Errno::ENOLCK | Errno::EOPNOTSUPP | Errno::EINVAL | Errno::ENOSYS
+    )
 }
 
 /// Takes this container's lock (exclusive flock), retrying for up to `wait` (a peer's
@@ -131,7 +136,7 @@ pub fn relink_lock(graveyard: &Path, name: &str) -> io::Result<Option<Flock<File
 /// descriptor, released at once (read-only, so closing it raises no IN_CLOSE_WRITE).
 /// Held: its supervisor is alive; Free: it is gone; Unknown: no lock file (not started, or
 /// a kubexit container). `Err`: a lock file that cannot be probed, and why.
-pub fn lock_state(graveyard: &Path, name: &str) -> Result<Lock, String> {
+pub fn lock_state(graveyard: &Path, name: &str) -> Result<Lock, Unusable> {
     let f = match open_regular(&graveyard.join(lock_file_name(name))) {
         Ok(f) => f,
         Err(ReadError::NotFound) => return Ok(Lock::Unknown),
@@ -140,7 +145,7 @@ pub fn lock_state(graveyard: &Path, name: &str) -> Result<Lock, String> {
     match Flock::lock(f, FlockArg::LockSharedNonblock) {
         Ok(_held_for_an_instant) => Ok(Lock::Free),
         Err((_, Errno::EWOULDBLOCK)) => Ok(Lock::Held),
-        Err((_, e)) => Err(format!("cannot flock: {e}")),
+        Err((_, e)) => Err(Unusable::Flock(e)),
     }
 }
 
@@ -150,7 +155,7 @@ pub fn lock_state(graveyard: &Path, name: &str) -> Result<Lock, String> {
 pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
     let mut f = open_regular(&graveyard.join(lock_file_name(name))).map_err(|e| match e {
         ReadError::NotFound => io::Error::from(io::ErrorKind::NotFound),
-        ReadError::Unusable(why) => io::Error::other(why),
+        ReadError::Unusable(why) => io::Error::other(why.to_string()),
     })?;
     loop {
         match Flock::lock(f, FlockArg::LockShared) {
@@ -167,7 +172,8 @@ mod tests {
     use std::path::PathBuf;
 
     fn tempdir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sexton-locks-{}", crate::files::unique_suffix()));
+        let d =
+            std::env::temp_dir().join(format!("sexton-locks-{}", crate::files::unique_suffix()));
         fs::create_dir_all(&d).unwrap();
         d
     }
@@ -184,11 +190,11 @@ mod tests {
     #[test]
     fn locks() {
         let d = tempdir();
-        assert_eq!(lock_state(&d, "main"), Ok(Lock::Unknown));
+        assert_eq!(lock_state(&d, "main").unwrap(), Lock::Unknown);
         let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
             panic!("free");
         };
-        assert_eq!(lock_state(&d, "main"), Ok(Lock::Held));
+        assert_eq!(lock_state(&d, "main").unwrap(), Lock::Held);
         // a second holder (another open file description) cannot take it
         assert!(matches!(
             acquire_lock(&d, "main", Duration::from_millis(30)).unwrap(),
@@ -203,7 +209,7 @@ mod tests {
         );
         drop(held);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
-        assert_eq!(lock_state(&d, "main"), Ok(Lock::Free));
+        assert_eq!(lock_state(&d, "main").unwrap(), Lock::Free);
         assert!(wait_lock_released(&d, "nobody").is_err());
         assert_eq!(owner_of(".main.lock"), "main");
         assert_eq!(owner_of("main"), "main");
@@ -211,5 +217,4 @@ mod tests {
         assert_eq!(names(&d), [".main.lock"], "no temp files left behind");
         fs::remove_dir_all(&d).unwrap();
     }
-
 }

@@ -103,7 +103,8 @@ fn write_lines(rx: Receiver<Msg>) {
             Msg::Line(line) => {
                 let dropped = DROPPED.swap(0, Ordering::Relaxed);
                 if dropped > 0 {
-                    let note = format!("sexton: {dropped} log lines dropped (stderr was not drained)\n");
+                    let note =
+                        format!("sexton: {dropped} log lines dropped (stderr was not drained)\n");
                     let _ = stderr.write_all(note.as_bytes());
                 }
                 // a closed stderr is not sexton's problem: the line is lost, nothing else

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
-use sexton_core::machine::{DepState, Lock, Record, classify};
 use crate::events::{Event, Poster};
 use crate::files::{self, Lookup, StatKey, Watched};
 use crate::locks;
+use sexton_core::machine::{DepState, Lock, Record, classify};
 
 pub struct Observer {
     dir: PathBuf,
@@ -102,7 +102,11 @@ impl Observer {
     /// Whether a thread should block on `name`'s lock: it was held at the last read and
     /// nobody waits on it yet.
     pub fn wants_waiter(&self, name: &str) -> bool {
-        self.locks_work && self.deps.get(name).is_some_and(|d| d.lock_held && !d.waiter)
+        self.locks_work
+            && self
+                .deps
+                .get(name)
+                .is_some_and(|d| d.lock_held && !d.waiter)
     }
 
     /// Arms a thread blocked on a live dependency's lock: it wakes the moment the lock is
@@ -138,8 +142,7 @@ impl Observer {
         self.deps
             .iter()
             .filter(|(_, d)| {
-                d.seen != Some((d.tombstone.stat(), d.lock.stat()))
-                    || (d.lock_held && !d.waiter)
+                d.seen != Some((d.tombstone.stat(), d.lock.stat())) || (d.lock_held && !d.waiter)
             })
             .map(|(n, _)| n.clone())
             .collect()
@@ -181,6 +184,8 @@ impl Dep {
                 lock
             }
             Err(why) => {
+                // warned once per distinct problem
+                let why = why.to_string();
                 if self.lock_problem.as_deref() != Some(&why) {
                     warn!(
                         dep = name,

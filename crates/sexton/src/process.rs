@@ -179,7 +179,11 @@ mod tests {
         for n in 1..=64 {
             let want = Some(ChildStatus::Signaled(Signal::new(n).unwrap()));
             assert_eq!(decode_wait_status(n), want, "signal {n}");
-            assert_eq!(decode_wait_status(n | 0x80), want, "signal {n} with core dump");
+            assert_eq!(
+                decode_wait_status(n | 0x80),
+                want,
+                "signal {n} with core dump"
+            );
         }
         assert_eq!(decode_wait_status((19 << 8) | 0x7f), None, "stopped");
         assert_eq!(decode_wait_status(0xffff), None, "continued");

@@ -18,9 +18,10 @@ use chrono::Utc;
 use nix::fcntl::Flock;
 use tracing::{debug, warn};
 
-use sexton_core::machine::{Lock, Outcome};
 use crate::files::{self, FILE_MODE, Reserved};
 use crate::locks::{self, Acquired};
+use crate::setup_error::SetupError;
+use sexton_core::machine::{Lock, Outcome};
 use sexton_core::tombstone::Tombstone;
 
 /// How long to wait for our own lock before concluding that another live container uses
@@ -42,21 +43,19 @@ impl OwnRecord {
     /// Creates the graveyard if needed, takes the lock, removes what a crashed earlier
     /// incarnation left, and reserves space for the records to come (`Ready`, `Died`). An
     /// error is one line naming the setting and the fix; nothing was started.
-    pub fn open(dir: &Path, name: &str) -> Result<OwnRecord, String> {
-        files::ensure_graveyard(dir).map_err(|e| {
-            format!(
-                "invalid KUBEXIT_GRAVEYARD={:?}: cannot create the directory: {e}",
-                dir.display()
-            )
+    pub fn open(dir: &Path, name: &str) -> Result<OwnRecord, SetupError> {
+        files::ensure_graveyard(dir).map_err(|source| SetupError::CreateGraveyard {
+            dir: dir.to_path_buf(),
+            source,
         })?;
         let lock_path = dir.join(locks::lock_file_name(name));
         let locks = match locks::acquire_lock(dir, name, LOCK_WAIT) {
             Ok(Acquired::Held(l)) => vec![l],
             Ok(Acquired::Busy) => {
-                return Err(format!(
-                    "invalid KUBEXIT_NAME={name:?}: the lock {} is held by another live container; each container of a pod needs its own name",
-                    lock_path.display()
-                ));
+                return Err(SetupError::NameInUse {
+                    name: name.to_string(),
+                    lock: lock_path,
+                });
             }
             Ok(Acquired::Unsupported(e)) => {
                 warn!(
@@ -65,17 +64,20 @@ impl OwnRecord {
                 );
                 vec![]
             }
-            Err(e) => {
-                return Err(format!(
-                    "invalid KUBEXIT_GRAVEYARD={:?}: cannot take the lock {}: {e}",
-                    dir.display(),
-                    lock_path.display()
-                ));
+            Err(source) => {
+                return Err(SetupError::Lock {
+                    dir: dir.to_path_buf(),
+                    lock: lock_path,
+                    source,
+                });
             }
         };
         let stale = files::remove_stale_temp_files(dir, name);
         if stale > 0 {
-            debug!(count = stale, "removed temp files left by an earlier incarnation");
+            debug!(
+                count = stale,
+                "removed temp files left by an earlier incarnation"
+            );
         }
         let mut record = OwnRecord {
             dir: dir.to_path_buf(),
@@ -85,11 +87,9 @@ impl OwnRecord {
             ready_slot: None,
             death_slot: None,
         };
-        record.reserve().map_err(|e| {
-            format!(
-                "cannot reserve space for this container's records in KUBEXIT_GRAVEYARD={:?}: {e}; not starting the child (peers could never learn of its death)",
-                dir.display()
-            )
+        record.reserve().map_err(|source| SetupError::Reserve {
+            dir: dir.to_path_buf(),
+            source,
         })?;
         Ok(record)
     }
@@ -112,7 +112,7 @@ impl OwnRecord {
         if self.locks.is_empty() {
             return false; // not supported here: already said at open
         }
-        let works = locks::lock_state(&self.dir, &self.name) == Ok(Lock::Held);
+        let works = matches!(locks::lock_state(&self.dir, &self.name), Ok(Lock::Held));
         if !works {
             warn!(
                 "flock is not effective on {}: a container killed before recording its death cannot be detected; only tombstones count",
@@ -167,11 +167,16 @@ impl OwnRecord {
             match slot.commit(&self.dir, &self.name, &bytes) {
                 Ok(()) => return Ok(()),
                 Err((_slot, e)) if e.kind() == io::ErrorKind::NotFound => {
-                    warn!("the graveyard {} is gone; re-creating it", self.dir.display());
+                    warn!(
+                        "the graveyard {} is gone; re-creating it",
+                        self.dir.display()
+                    );
                     self.restore()?;
                 }
                 // the caller reports it if the ordinary write fails too
-                Err((_slot, e)) => debug!("cannot write the reserved record ({e}); writing a new file"),
+                Err((_slot, e)) => {
+                    debug!("cannot write the reserved record ({e}); writing a new file")
+                }
             }
         }
         self.write(&bytes)

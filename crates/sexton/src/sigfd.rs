@@ -10,6 +10,7 @@ use nix::libc;
 use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
+use crate::setup_error::SetupError;
 use sexton_core::signal::Signal;
 
 pub struct Signals {
@@ -31,7 +32,7 @@ impl Signals {
     /// SIGCHLD would make the kernel reap the child and lose its status; an ignored
     /// SIGTERM would be ignored by the child too), blocks them in this thread (threads
     /// started later inherit the mask) and opens the signalfd. Call before any thread.
-    pub fn block() -> Result<Signals, String> {
+    pub fn block() -> Result<Signals, SetupError> {
         // SAFETY: sigset_t is plain data initialised by sigemptyset; signal() with
         // SIG_DFL and pthread_sigmask have no memory-safety preconditions.
         let set = unsafe {
@@ -43,15 +44,14 @@ impl Signals {
             }
             let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
             if rc != 0 {
-                return Err(format!(
-                    "cannot block signals: {}",
-                    std::io::Error::from_raw_os_error(rc)
-                ));
+                return Err(SetupError::BlockSignals(std::io::Error::from_raw_os_error(
+                    rc,
+                )));
             }
             SigSet::from_sigset_t_unchecked(set)
         };
         let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-            .map_err(|e| format!("cannot create a signalfd: {e}"))?;
+            .map_err(SetupError::SignalFd)?;
         Ok(Signals { fd })
     }
 

@@ -5,7 +5,6 @@
 //! between threads on the path from a death to the signal sent.
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,28 +16,19 @@ use nix::poll::{PollFd, PollFlags, ppoll};
 use nix::sys::time::TimeSpec;
 use tracing::{debug, error, info, warn};
 
-use sexton_core::config::{Config, DeathTrigger, WatchMode};
-use sexton_core::duration::format_go_duration;
-use sexton_core::machine::{Action, Core, DepState, Outcome, Phase, Policy, Reason};
 use crate::events::{Event, Poster};
 use crate::files::Watched;
 use crate::locks;
 use crate::observe::Observer;
 use crate::process::{self, Child};
 use crate::record::OwnRecord;
+use crate::setup_error::SetupError;
 use crate::sigfd::Signals;
-use sexton_core::signal::Signal;
 use crate::watch::{GraveyardWatcher, Interest};
-
-/// Error before anything was started: exit 2 with this message.
-#[derive(Debug)]
-pub struct SetupError(pub String);
-
-impl fmt::Display for SetupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+use sexton_core::config::{Config, DeathTrigger, WatchMode};
+use sexton_core::duration::format_go_duration;
+use sexton_core::machine::{Action, Core, DepState, Outcome, Phase, Policy, Reason};
+use sexton_core::signal::Signal;
 
 pub struct Supervisor {
     cfg: Config,
@@ -65,15 +55,17 @@ pub struct Supervisor {
 /// container is to end. Returns the exit code.
 pub fn run(cfg: Config) -> Result<i32, SetupError> {
     // Signals first, before any thread exists (threads inherit the mask).
-    let signals = Signals::block().map_err(SetupError)?;
-    let (poster, events) = Poster::new().map_err(SetupError)?;
+    let signals = Signals::block()?;
+    let (poster, events) = Poster::new()?;
     let pid1 = std::process::id() == 1;
     if !pid1 {
         if let Err(e) = process::become_subreaper() {
-            warn!("cannot become a child subreaper ({e}); orphans of the child will not be reaped by sexton");
+            warn!(
+                "cannot become a child subreaper ({e}); orphans of the child will not be reaped by sexton"
+            );
         }
     }
-    let record = OwnRecord::open(&cfg.graveyard, &cfg.name).map_err(SetupError)?;
+    let record = OwnRecord::open(&cfg.graveyard, &cfg.name)?;
     let locks_work = record.locks_work();
     let core = Core::new(Policy::from_config(&cfg, pid1));
     let watched = core.watched();
@@ -113,11 +105,11 @@ fn start_watch(
         WatchMode::Poll => (None, Some(cfg.poll_interval)),
         WatchMode::Inotify => match crate::watch::watch(dir) {
             Ok(w) => (Some(w), None),
-            Err(e) => {
-                return Err(SetupError(format!(
-                    "KUBEXIT_WATCH=inotify: cannot watch {} with inotify: {e} (use KUBEXIT_WATCH=auto or poll)",
-                    dir.display()
-                )));
+            Err(source) => {
+                return Err(SetupError::Inotify {
+                    dir: dir.clone(),
+                    source,
+                });
             }
         },
         // inotify, plus a poll as a safety net: some sandboxes accept the watch and then
@@ -357,7 +349,9 @@ impl Supervisor {
         }
         if let Some(w) = &self.watcher {
             if let Err(e) = w.rewatch() {
-                warn!("cannot watch the re-created graveyard ({e}); only the poll sees changes now");
+                warn!(
+                    "cannot watch the re-created graveyard ({e}); only the poll sees changes now"
+                );
                 self.poll = Some(self.cfg.poll_interval);
                 self.always_poll = true;
             }
@@ -457,14 +451,12 @@ impl Supervisor {
                 self.probe_stop.clone(),
                 move |ev| poster.post(ev),
             )
-            .map_err(|e| SetupError(format!("cannot start the API watch thread: {e}")))
+            .map_err(SetupError::ApiThread)
         }
         #[cfg(not(feature = "api"))]
         {
             let _ = pod;
-            Err(SetupError(
-                "invalid KUBEXIT_POD_NAME: this sexton was built without the `api` feature, so birth dependencies cannot be read from the Kubernetes API; unset KUBEXIT_POD_NAME/KUBEXIT_NAMESPACE to use tombstones".into(),
-            ))
+            Err(SetupError::NoApiFeature)
         }
     }
 
@@ -543,7 +535,9 @@ impl Supervisor {
     fn spawn_child(&mut self, now: Instant) -> Vec<Action> {
         if let Err(e) = self.record.record_birth() {
             let path = self.cfg.graveyard.join(&self.cfg.name);
-            return self.core.on_birth_not_recorded(format!("{}: {e}", path.display()));
+            return self
+                .core
+                .on_birth_not_recorded(format!("{}: {e}", path.display()));
         }
         let mut actions = self.pending_signals(now);
         if self.core.phase() != &Phase::Starting {
@@ -589,7 +583,10 @@ impl Supervisor {
         let Some(child) = self.child else {
             return vec![];
         };
-        warn!(pgid = child.pgid.as_raw(), "sending SIGKILL to the child's process group: {why}");
+        warn!(
+            pgid = child.pgid.as_raw(),
+            "sending SIGKILL to the child's process group: {why}"
+        );
         match process::kill_all(&child) {
             Ok(()) => vec![],
             Err(e) => {
@@ -604,9 +601,19 @@ impl Supervisor {
         let recorded = self.record.record_death(&o);
         // one line says how it ended: an error for what needs fixing
         if o.reason.is_failure() {
-            error!(exit_code = o.exit_code, reason = o.reason.as_str(), "{}", o.message);
+            error!(
+                exit_code = o.exit_code,
+                reason = o.reason.as_str(),
+                "{}",
+                o.message
+            );
         } else {
-            info!(exit_code = o.exit_code, reason = o.reason.as_str(), "{}", o.message);
+            info!(
+                exit_code = o.exit_code,
+                reason = o.reason.as_str(),
+                "{}",
+                o.message
+            );
         }
         match recorded {
             // where Born could not be written, the death cannot be either: said above

@@ -45,7 +45,11 @@ pub struct Interest {
 
 impl Interest {
     fn mask(self) -> AddWatchFlags {
-        if self.unlocked_deps { BASE | UNLOCKED } else { BASE }
+        if self.unlocked_deps {
+            BASE | UNLOCKED
+        } else {
+            BASE
+        }
     }
 }
 
@@ -103,7 +107,9 @@ impl GraveyardWatcher {
 
     /// Watches the graveyard path again (after it was re-created).
     pub fn rewatch(&self) -> nix::Result<()> {
-        self.inotify.add_watch(&self.dir, self.interest.mask()).map(|_| ())
+        self.inotify
+            .add_watch(&self.dir, self.interest.mask())
+            .map(|_| ())
     }
 
     /// Changes what is reported (inotify_add_watch on a watched inode replaces its mask).
@@ -234,16 +240,30 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let mut w = watch(&d).unwrap();
         let all = |_: &str| true;
-        assert_eq!(w.set_interest(Interest { unlocked_deps: false }), Ok(false));
+        assert_eq!(
+            w.set_interest(Interest {
+                unlocked_deps: false
+            }),
+            Ok(false)
+        );
         for i in 0..100 {
             std::fs::write(d.join(format!("noise-{i}")), "x").unwrap();
         }
         std::fs::hard_link(d.join("noise-0"), d.join(".main.lock")).unwrap();
-        assert_eq!(w.drain(all), Changes::default(), "nothing but renames counts now");
+        assert_eq!(
+            w.drain(all),
+            Changes::default(),
+            "nothing but renames counts now"
+        );
         std::fs::rename(d.join("noise-1"), d.join("main")).unwrap();
         assert_eq!(w.drain(all).names, ["main"]);
         // widened again: says so (the caller re-reads), and creations count again
-        assert_eq!(w.set_interest(Interest { unlocked_deps: true }), Ok(true));
+        assert_eq!(
+            w.set_interest(Interest {
+                unlocked_deps: true
+            }),
+            Ok(true)
+        );
         std::fs::write(d.join("side"), "x").unwrap();
         assert_eq!(w.drain(all).names, ["side"]);
         std::fs::remove_dir_all(&d).unwrap();

@@ -11,7 +11,6 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use testbed::*;
 use common::*;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Pod as K8sPod, ServiceAccount};
@@ -19,6 +18,7 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use testbed::*;
 
 /// One API server for all tests here; the restart test must not overlap the others.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -263,7 +263,10 @@ async fn unreachable_api_is_reported_once_with_its_address() {
         .to_string();
     let mut main = s.waiting_main_with(
         "4s",
-        &[("KUBERNETES_SERVICE_PORT", &port), ("KUBEXIT_LOG_LEVEL", "info")],
+        &[
+            ("KUBERNETES_SERVICE_PORT", &port),
+            ("KUBEXIT_LOG_LEVEL", "info"),
+        ],
     );
     assert_eq!(main.wait(), 1);
     let logs = main.logs();
@@ -274,8 +277,16 @@ async fn unreachable_api_is_reported_once_with_its_address() {
         "the first report names the address and the cause:\n{logs}"
     );
     // four seconds of retries every 100 ms..2 s: one report, not one per retry
-    assert!(logs.lines().count() <= 6, "{} lines:\n{logs}", logs.lines().count());
-    let last = logs.lines().rev().find(|l| l.contains("not ready after")).unwrap_or("");
+    assert!(
+        logs.lines().count() <= 6,
+        "{} lines:\n{logs}",
+        logs.lines().count()
+    );
+    let last = logs
+        .lines()
+        .rev()
+        .find(|l| l.contains("not ready after"))
+        .unwrap_or("");
     assert!(
         last.contains("never reached") && last.contains(&address),
         "the final message says the API was never reached: {last}"
@@ -313,7 +324,10 @@ async fn terminated_birth_dependency_ends_the_wait_at_once() {
         logs.contains(r#"birth dependency "proxy" terminated (exit code 127) before it was ready"#),
         "{logs}"
     );
-    assert_eq!(s.pod.tombstone("main").unwrap()["Reason"], "birth-dependency-died");
+    assert_eq!(
+        s.pod.tombstone("main").unwrap()["Reason"],
+        "birth-dependency-died"
+    );
     assert!(!s.pod.path("ran").exists());
 }
 
@@ -329,7 +343,10 @@ async fn birth_dependency_that_is_not_a_container_of_the_pod_is_an_error_at_once
         logs.contains(r#"birth dependency "proxi" is not a container of this pod (its containers: main, proxy)"#),
         "{logs}"
     );
-    assert_eq!(s.pod.tombstone("main").unwrap()["Reason"], "birth-dependency-unknown");
+    assert_eq!(
+        s.pod.tombstone("main").unwrap()["Reason"],
+        "birth-dependency-unknown"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -462,25 +479,7 @@ async fn example_manifests_apply_to_the_api_server() {
     let _s = serial();
     let client = admin_client().await;
     let ns = fresh_namespace(&client, "examples").await;
-    // examples/ephemeraljob.yaml needs its CRD
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crd-ephemeraljob.yaml");
-    let out = kubectl(&["apply", "--server-side", "-f", crd]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/ephemeraljobs.sexton.dev",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ejob_crd(); // examples/ephemeraljob.yaml needs its CRD
     for f in fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples"))
         .unwrap()
         .flatten()

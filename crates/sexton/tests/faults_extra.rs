@@ -39,8 +39,15 @@ fn a_log_pipe_nobody_reads_does_not_freeze_the_supervisor() {
     // main alternates between born and ready: every change the sidecar reads is a debug
     // line (~200 bytes), far more than the pipe holds
     for i in 0..3000 {
-        let ready = if i % 2 == 0 { ",\"Ready\":\"2026-01-01T00:00:01Z\"" } else { "" };
-        pod.write_tombstone("main", &format!("{{\"Born\":\"2026-01-01T00:00:00Z\"{ready}}}\n"));
+        let ready = if i % 2 == 0 {
+            ",\"Ready\":\"2026-01-01T00:00:01Z\""
+        } else {
+            ""
+        };
+        pod.write_tombstone(
+            "main",
+            &format!("{{\"Born\":\"2026-01-01T00:00:00Z\"{ready}}}\n"),
+        );
     }
     // sexton is unshare's child (PID 1 of the new namespace)
     let pid = children_of(child.id() as i32)[0];
@@ -103,7 +110,10 @@ fn no_descriptor_of_sexton_leaks_into_the_child() {
     let with_sexton = pod.wait_file("sexton");
     let without = fs::read_to_string(pod.path("plain")).unwrap();
     // ls itself holds one descriptor open in both runs
-    assert_eq!(with_sexton, without, "descriptors the child got from sexton");
+    assert_eq!(
+        with_sexton, without,
+        "descriptors the child got from sexton"
+    );
     sidecar.signal(15);
     sidecar.wait();
     main.signal(15);

@@ -86,3 +86,28 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// Installs the EphemeralJob CRD (deploy/crd-ephemeraljob.yaml) and waits until the API
+/// server serves it; once per test process.
+pub fn ejob_crd() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let crd = format!("{}/deploy/crd-ephemeraljob.yaml", crate::ROOT);
+        for args in [
+            vec!["apply", "--server-side", "-f", &crd],
+            vec![
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "crd/ephemeraljobs.sexton.dev",
+            ],
+        ] {
+            let out = kubectl(&args);
+            assert!(
+                out.status.success(),
+                "kubectl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    });
+}

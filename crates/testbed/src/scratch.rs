@@ -91,7 +91,10 @@ impl Drop for Scratch {
         if !std::thread::panicking() {
             let _ = fs::remove_dir_all(&self.root);
         } else {
-            eprintln!("kept scratch directory for inspection: {}", self.root.display());
+            eprintln!(
+                "kept scratch directory for inspection: {}",
+                self.root.display()
+            );
             if let Ok(rd) = fs::read_dir(&self.root) {
                 for e in rd.flatten() {
                     if e.path().extension().is_some_and(|x| x == "log") {
@@ -249,4 +252,3 @@ pub fn ns_pid(pid: i32) -> Option<i32> {
 pub fn state_of(pid: i32) -> Option<char> {
     processes().into_iter().find(|p| p.0 == pid).map(|p| p.2)
 }
-
