@@ -482,9 +482,12 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Json);
     }
 
+    /// (settings, command, what the error must say)
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str], &'a str);
+
     #[test]
     fn config_errors_name_the_variable_and_value() {
-        let cases: &[(&[(&str, &str)], &[&str], &str)] = &[
+        let cases: &[Case] = &[
             (&[], &["x"], "KUBEXIT_NAME: required"),
             (&[("name", "  ")], &["x"], "KUBEXIT_NAME: required"),
             (&[("name", "a/b")], &["x"], "invalid KUBEXIT_NAME=\"a/b\""),

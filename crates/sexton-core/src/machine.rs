@@ -392,11 +392,11 @@ impl Core {
 
     /// Does this dependency state count as the death of a death dependency?
     fn is_trigger(&self, s: &DepState) -> bool {
-        match (s, self.policy.death_trigger) {
-            (DepState::Dead { .. }, DeathTrigger::Any) => true,
-            (DepState::Dead { exit_code: Some(0) }, DeathTrigger::Success) => true,
-            _ => false,
-        }
+        matches!(
+            (s, self.policy.death_trigger),
+            (DepState::Dead { .. }, DeathTrigger::Any)
+                | (DepState::Dead { exit_code: Some(0) }, DeathTrigger::Success)
+        )
     }
 
     fn dead_death_dep(&self) -> Option<String> {

@@ -154,7 +154,7 @@ impl Observer {
     pub fn any_unlocked(&self, cares: impl Fn(&str) -> bool) -> bool {
         self.deps
             .iter()
-            .any(|(n, d)| cares(n) && !d.seen.is_some_and(|(_, lock)| lock.is_some()))
+            .any(|(n, d)| cares(n) && d.seen.is_none_or(|(_, lock)| lock.is_none()))
     }
 
     /// Whether a dependency that `cares` has no thread blocked on its lock: its death

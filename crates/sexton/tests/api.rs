@@ -3,6 +3,8 @@
 //! and mount namespaces, with a ServiceAccount token mounted at the standard in-cluster
 //! path and KUBERNETES_SERVICE_HOST/PORT pointing at the test API server: exactly what it
 //! sees in a pod. The test plays the kubelet by writing the pod's status.
+// The serial guard is held for a whole test on purpose; each test has its own runtime thread.
+#![allow(clippy::await_holding_lock)]
 
 mod common;
 

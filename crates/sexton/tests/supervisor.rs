@@ -266,6 +266,7 @@ fn spawn_failures_127_and_126() {
 
 #[test]
 fn configuration_errors_exit_2_before_starting_anything() {
+    #[allow(clippy::type_complexity)] // (env, args, what stderr must say)
     let cases: &[(&[(&str, &str)], &[&str], &str)] = &[
         (&[("KUBEXIT_NAME", "")], &[], "KUBEXIT_NAME: required"),
         (
