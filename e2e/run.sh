@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end scenarios on the real node of scripts/e2e-cluster.sh (brought up if needed).
-# Every wait is bounded (kubectl wait --timeout); a failed scenario says why and exits 1.
+# Every wait is bounded (kubectl wait --timeout, timeout); a failed scenario says why and
+# exits 1. The controllers it starts in the background are stopped on any exit.
 #   e2e/run.sh            all scenarios
 #   e2e/run.sh 1 3        some of them
 # 1  Job: main + sexton-wrapped sidecar; main 0 -> Job Complete, main 1 -> Job Failed; the
@@ -14,8 +15,12 @@
 #    container's process namespace (they find its process) and the status counts match.
 # 5  The kubelet kills main (failing liveness probe): the wrapped sidecar still ends (0),
 #    and the Job fails because main did.
+# 6  The kubelet's API through the API server: `kubectl logs` returns a container's output
+#    and `kubectl exec` runs commands in it, exit codes included.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../scripts/lib.sh"
+lib_init e2e "$E2E_STATE"
 eval "$("$ROOT/scripts/e2e-cluster.sh" up)"
 export KUBECONFIG
 M="$ROOT/e2e/manifests"
@@ -37,11 +42,28 @@ states() {
   kubectl -n "$1" get pods -l "job-name=$2" \
     -o jsonpath='{range .items[*]}{.status.phase}{range .status.containerStatuses[*]} {.name}={.state.terminated.exitCode}{end}{end}'
 }
+
+# The controllers started in the background: stopped (SIGTERM, SIGKILL after 10 s) and
+# reaped when a scenario is done, and on any exit of this script, failures and
+# interruptions included, so none outlives the run.
+CTL_PIDS=()
 controller() { # ns log args...
   local ns=$1 log=$2; shift 2
   "$CTL_BIN" controller --namespace "$ns" --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 "$@" 2> "$log" &
-  CTL_PID=$!
+  CTL_PIDS+=($!)
 }
+stop_controllers() {
+  local p
+  for p in "${CTL_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${CTL_PIDS[@]}"; do
+    wait_until 10 not running "$p" || kill -9 "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  CTL_PIDS=()
+}
+trap stop_controllers EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 scenario1() {
   local ns; ns=$(fresh_ns wrapped)
@@ -79,10 +101,9 @@ scenario3() {
   local ns log; ns=$(fresh_ns terminator); log="/tmp/e2e-controller-$ns.log"
   controller "$ns" "$log" --quick-exit-image sexton-quick-exit:e2e --controllers sidecar-terminator
   kubectl -n "$ns" apply -f "$M/job-terminator.yaml" >/dev/null
-  if ! kubectl -n "$ns" wait --for=condition=Complete job/terminated --timeout=120s >/dev/null; then
-    kill "$CTL_PID"; fail "3: Job not Complete: $(states "$ns" terminated); controller log $log"
-  fi
-  kill "$CTL_PID"
+  kubectl -n "$ns" wait --for=condition=Complete job/terminated --timeout=120s >/dev/null \
+    || fail "3: Job not Complete: $(states "$ns" terminated); controller log $log"
+  stop_controllers
   local got
   got=$(kubectl -n "$ns" get pods -l job-name=terminated \
     -o jsonpath='{.items[0].status.phase}{range .items[0].status.containerStatuses[*]} {.name}:{.image}:{.state.terminated.exitCode}:{.restartCount}{end}')
@@ -98,15 +119,31 @@ scenario4() {
     sed "s/NAME/web-$i/" "$M/pod-web.yaml" | kubectl -n "$ns" apply -f - >/dev/null
   done
   kubectl -n "$ns" wait --for=condition=Ready pod -l app=web --timeout=120s >/dev/null \
-    || { kill "$CTL_PID"; fail "4: pods not Ready"; }
+    || fail "4: pods not Ready"
   kubectl -n "$ns" apply -f "$M/ejob-sees-target.yaml" >/dev/null
-  if ! kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded ejob/sees-target --timeout=120s >/dev/null; then
-    kill "$CTL_PID"; fail "4: $(kubectl -n "$ns" get ejob sees-target -o jsonpath='{.status}'); controller log $log"
-  fi
-  kill "$CTL_PID"
+  kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded ejob/sees-target --timeout=120s >/dev/null \
+    || fail "4: $(kubectl -n "$ns" get ejob sees-target -o jsonpath='{.status}'); controller log $log"
+  stop_controllers
   local s; s=$(kubectl -n "$ns" get ejob sees-target -o jsonpath='{.status.match} {.status.succeeded} {.status.failed}')
   [ "$s" = "3 3 0" ] || fail "4: match/succeeded/failed = $s"
   pass "4: 3 pods; each ephemeral container found the target container's process; match=3 succeeded=3"
 }
 
-for n in ${@:-1 2 3 4 5}; do "scenario$n"; done
+scenario6() {
+  local ns got rc; ns=$(fresh_ns kubelet-api)
+  kubectl -n "$ns" apply -f "$M/pod-echo.yaml" >/dev/null
+  kubectl -n "$ns" wait --for=condition=Ready pod/echo --timeout=60s >/dev/null \
+    || fail "6: pod not Ready: $(kubectl -n "$ns" get pod echo -o jsonpath='{.status}')"
+  got=$(kubectl -n "$ns" logs echo --request-timeout=20s 2>&1) || fail "6: kubectl logs: $got"
+  [ "$got" = "hello from echo" ] || fail "6: kubectl logs returned '$got'"
+  # shellcheck disable=SC2016  # expanded in the container
+  got=$(timeout 30 kubectl -n "$ns" exec echo -- sh -c 'echo "in $(cat /proc/1/comm)"' 2>&1) \
+    || fail "6: kubectl exec: $got"
+  [ "$got" = "in sleep" ] || fail "6: kubectl exec returned '$got'"
+  rc=0; timeout 30 kubectl -n "$ns" exec echo -- sh -c 'exit 3' >/dev/null 2>&1 || rc=$?
+  [ "$rc" = 3 ] || fail "6: kubectl exec of 'exit 3' exited $rc"
+  pass "6: kubectl logs returns the container's output; kubectl exec runs in the container (exit 3 passed on)"
+}
+
+[ $# -gt 0 ] || set -- 1 2 3 4 5 6
+for n in "$@"; do "scenario$n"; done

@@ -9,13 +9,20 @@
 #   sexton-quick-exit:e2e        the same, entrypoint `sexton quick-exit`, UID 65532
 #   busybox:e2e                  Debian's busybox-static
 # Pods use a CNI bridge (10.88.0.0/24, Debian's containernetworking-plugins) or the host
-# network; nothing outside this machine is contacted.
+# network; nothing outside this machine is contacted. `kubectl logs` and `kubectl exec` work:
+# the API server calls the kubelet on the node's address, the bridge's 10.88.0.1.
 #
-#   scripts/e2e-cluster.sh up      start (idempotent); prints the KUBECONFIG to use
-#   scripts/e2e-cluster.sh down    stop what up started (the test control plane stays)
+#   scripts/e2e-cluster.sh up      start (idempotent); prints `export KUBECONFIG=...`
+#   scripts/e2e-cluster.sh env     print `export KUBECONFIG=...` (eval "$(scripts/e2e-cluster.sh env)")
+#   scripts/e2e-cluster.sh status  say whether the node is up (exit 1 if not)
+#   scripts/e2e-cluster.sh down    stop what up started, check that no containerd shim is
+#                                  left, remove the state (the test control plane stays)
 #
-# Findings that shaped the configuration (this machine: a container, cgroup v1, no
-# CAP_SYS_RESOURCE):
+# Settings (environment): SEXTON_E2E_STATE (default /tmp/sexton-e2e); those of
+# scripts/testenv.sh (SEXTON_TESTENV_STATE, SEXTON_API_PORT, ...). Needs root. Helpers shared
+# with testenv.sh: scripts/lib.sh.
+#
+# Findings that shaped the configuration (a container, cgroup v1, no CAP_SYS_RESOURCE):
 #  - containerd's CRI sets the sandbox's oom_score_adj to -998, which needs
 #    CAP_SYS_RESOURCE; runc then dies with "can't get final child's PID from pipe".
 #    `restrict_oom_score_adj = true` clamps it.
@@ -24,26 +31,25 @@
 #  - kube-controller-manager runs no node-lifecycle controller, so the node keeps the
 #    `node.kubernetes.io/not-ready` taint the kubelet registers it with: up removes it
 #    once the node is Ready.
+#  - The node's name does not resolve, and the kubelet refuses a loopback node IP: the node
+#    IP is the pod bridge's gateway address, which exists on this machine only.
+#  - containerd's shims are daemons: they outlive containerd's call and belong to whoever
+#    adopts orphans, here a reaper of our own (lib.sh), not PID 1, which may never reap.
+#    A shim exits once containerd has deleted its tasks, so down stops the pods, then
+#    containerd, and fails if a shim is left.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-E2E="${SEXTON_E2E_STATE:-/tmp/sexton-e2e}"
-NODE=sexton-e2e
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
+E2E="$E2E_STATE"
+lib_init e2e-cluster "$E2E"
+NODE="sexton-e2e"
+BRIDGE=sxe2e0
+NODE_IP=10.88.0.1     # the bridge's address: the pods' gateway and the node's InternalIP
 SOCK="$E2E/containerd.sock"
 TESTENV="$ROOT/scripts/testenv.sh"
-
-log() { echo "e2e-cluster: $*" >&2; }
-die() { echo "e2e-cluster: error: $*" >&2; exit 1; }
-alive() { [ -f "$E2E/$1.pid" ] && kill -0 "$(cat "$E2E/$1.pid")" 2>/dev/null; }
-
-wait_for() { # what seconds command...
-  local what=$1 secs=$2; shift 2
-  local end=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $end ] || die "$what not ready after ${secs}s (logs in $E2E)"
-    sleep 0.5
-  done
-}
+PKI="$TESTENV_STATE/pki"
+export KUBECONFIG="$TESTENV_STATE/admin.kubeconfig"
 
 need_packages() {
   local missing=()
@@ -52,11 +58,22 @@ need_packages() {
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   [ -x /bin/busybox ] || missing+=(busybox-static)
   command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+  command -v python3 >/dev/null || missing+=(python3)
+  command -v ip >/dev/null || missing+=(iproute2)
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing ${missing[*]}"
-  [ -f /var/lib/apt/lists/lock ] || true
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
+
+# kubectl: the machine's, else the one built from the pinned release (`build` builds it).
+kubectl_on_path() {
+  command -v kubectl >/dev/null && return 0
+  [ "${1:-}" = build ] && "$TESTENV" kubectl-dir >/dev/null
+  [ -x "$CACHE/kubectl" ] && PATH="$CACHE:$PATH"
+  command -v kubectl >/dev/null
+}
+
+api_up() { "$TESTENV" status >/dev/null 2>&1; }
 
 images() {
   local sexton="$ROOT/target/x86_64-unknown-linux-gnu/release/sexton" img="$E2E/images"
@@ -79,8 +96,22 @@ images() {
   done
 }
 
+# The node's address. The API server calls the kubelet (logs, exec) at the node's
+# InternalIP. The kubelet refuses a loopback node IP, and this machine's own address would
+# expose the kubelet to the network; so the node IP is the gateway address of the pods'
+# bridge, set here before the CNI bridge plugin would (it adopts a bridge that already has
+# its gateway address). down removes the bridge.
+node_address() {
+  ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+  ip addr replace "$NODE_IP/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+}
+
 containerd_up() {
-  alive containerd && return 0
+  if alive containerd; then
+    wait_for containerd 30 ctr --address "$SOCK" version
+    return 0
+  fi
   mkdir -p "$E2E/cni"
   cat > "$E2E/containerd.toml" <<EOF
 version = 2
@@ -100,43 +131,41 @@ state = "$E2E/containerd/state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$E2E/cni"
 EOF
-  cat > "$E2E/cni/10-sexton.conflist" <<'EOF'
+  cat > "$E2E/cni/10-sexton.conflist" <<EOF
 {"cniVersion": "0.4.0", "name": "sexton-e2e", "plugins": [
-  {"type": "bridge", "bridge": "sxe2e0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/24"}]]}},
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/24", "gateway": "$NODE_IP"}]]}},
   {"type": "loopback"}
 ]}
 EOF
-  containerd --config "$E2E/containerd.toml" > "$E2E/containerd.log" 2>&1 &
-  echo $! > "$E2E/containerd.pid"
+  # under a reaper: the shims it starts are adopted and reaped by it (see lib.sh)
+  spawn_reaped containerd containerd --config "$E2E/containerd.toml"
   wait_for containerd 30 ctr --address "$SOCK" version
+}
+
+# The API server's kubelet client certificate (testenv.sh) may call the kubelet API: the
+# kubelet asks the API server (webhook authorization) and RBAC answers.
+kubelet_api_access() {
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: sexton-e2e:apiserver-kubelet-client}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:kubelet-api-admin"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kube-apiserver-kubelet-client}]
+EOF
 }
 
 kubelet_up() {
   alive kubelet && return 0
-  local pki=/tmp/sexton-testenv/pki
-  (
-    cd "$E2E"
-    printf '[ext]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature, keyEncipherment\nextendedKeyUsage = clientAuth\n' > client.cnf
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=system:node:$NODE/O=system:nodes" \
-      -keyout kubelet.key -out kubelet.csr 2>/dev/null
-    openssl x509 -req -in kubelet.csr -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-      -days 365 -extfile client.cnf -extensions ext -out kubelet.crt 2>/dev/null
-  )
-  cat > "$E2E/kubelet.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster: {server: "https://127.0.0.1:${SEXTON_API_PORT:-16443}", certificate-authority: $pki/ca.crt}
-users:
-- name: kubelet
-  user: {client-certificate: $E2E/kubelet.crt, client-key: $E2E/kubelet.key}
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: kubelet}
-current-context: e2e
-EOF
+  ports_free kubelet 10248
+  port_in_use 10250 "$NODE_IP" && die "port 10250 on $NODE_IP (kubelet) is taken by another process"
+  # its client identity (the Node authorizer's system:node:NAME), and its serving
+  # certificate, which the API server checks against the same CA
+  cert_issue "$PKI" "$E2E/kubelet" "/CN=system:node:$NODE/O=system:nodes" clientAuth
+  cert_issue "$PKI" "$E2E/kubelet-serving" "/CN=$NODE" serverAuth "IP:$NODE_IP, DNS:$NODE"
+  write_kubeconfig "$E2E/kubelet.kubeconfig" kubelet "$E2E/kubelet"
+  # Its API (logs, exec) takes client certificates of the test CA and bearer tokens, no
+  # anonymous requests, and asks the API server whether each caller may.
   cat > "$E2E/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -147,12 +176,16 @@ failSwapOn: false
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
 authentication:
-  anonymous: {enabled: true}
-  webhook: {enabled: false}
-authorization: {mode: AlwaysAllow}
-address: 127.0.0.1
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+address: $NODE_IP
 port: 10250
+tlsCertFile: $E2E/kubelet-serving.crt
+tlsPrivateKeyFile: $E2E/kubelet-serving.key
 readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 clusterDomain: cluster.local
 resolvConf: ""
@@ -165,18 +198,16 @@ syncFrequency: 5s
 fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 5s
 EOF
-  "$CACHE/kubelet" --config "$E2E/kubelet.yaml" --kubeconfig "$E2E/kubelet.kubeconfig" \
-    --hostname-override "$NODE" --root-dir "$E2E/kubelet" --v=1 > "$E2E/kubelet.log" 2>&1 &
-  echo $! > "$E2E/kubelet.pid"
+  spawn kubelet "$CACHE/kubelet" --config "$E2E/kubelet.yaml" --kubeconfig "$E2E/kubelet.kubeconfig" \
+    --hostname-override "$NODE" --node-ip "$NODE_IP" --root-dir "$E2E/kubelet" --v=1
 }
 
 scheduler_up() {
-  alive scheduler && return 0
-  local kc=/tmp/sexton-testenv/admin.kubeconfig
-  "$CACHE/kube-scheduler" --kubeconfig "$kc" --authentication-kubeconfig "$kc" \
-    --authorization-kubeconfig "$kc" --bind-address 127.0.0.1 --secure-port 10259 \
-    --leader-elect=false > "$E2E/scheduler.log" 2>&1 &
-  echo $! > "$E2E/scheduler.pid"
+  alive kube-scheduler && return 0
+  ports_free kube-scheduler 10259
+  spawn kube-scheduler "$CACHE/kube-scheduler" --kubeconfig "$KUBECONFIG" \
+    --authentication-kubeconfig "$KUBECONFIG" --authorization-kubeconfig "$KUBECONFIG" \
+    --bind-address 127.0.0.1 --secure-port 10259 --leader-elect=false
 }
 
 node_ready() {
@@ -187,14 +218,13 @@ up() {
   [ "$(id -u)" = 0 ] || die "needs root (containerd, runc, network namespaces)"
   need_packages
   "$TESTENV" up >&2
-  eval "$("$TESTENV" env)"
-  export KUBECONFIG
-  command -v kubectl >/dev/null || PATH="$("$TESTENV" kubectl-dir):$PATH"
+  kubectl_on_path build || die "no kubectl"
   "$TESTENV" build kubelet kube-scheduler >&2
-  CACHE="$(dirname "$("$TESTENV" kubectl-dir)/kubectl")"
   mkdir -p "$E2E"
+  node_address
   containerd_up
   images
+  kubelet_api_access
   kubelet_up
   scheduler_up
   wait_for "node $NODE" 90 node_ready
@@ -203,30 +233,138 @@ up() {
   echo "export KUBECONFIG=$KUBECONFIG"
 }
 
-down() {
-  export KUBECONFIG=/tmp/sexton-testenv/admin.kubeconfig
-  # the scenarios' namespaces first, so their pods do not come back with the next node
-  kubectl delete namespace -l sexton-e2e=true --wait=false >/dev/null 2>&1 || true
-  kubectl delete pods --all-namespaces --field-selector "spec.nodeName=$NODE" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
-  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1 || true
-  for name in scheduler kubelet; do
-    alive "$name" && kill "$(cat "$E2E/$name.pid")" && log "stopped $name"
-  done
-  # the pods' containers, then containerd
-  if alive containerd; then
-    for c in $(ctr --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
-      ctr --address "$SOCK" -n k8s.io tasks kill -s KILL "$c" >/dev/null 2>&1 || true
-    done
-    kill "$(cat "$E2E/containerd.pid")" && log "stopped containerd"
+status() {
+  if alive containerd && alive kubelet && alive kube-scheduler && kubectl_on_path && node_ready 2>/dev/null; then
+    echo up
+  else
+    echo down
+    exit 1
   fi
-  pkill -f "containerd-shim-runc-v2 -namespace k8s.io .*-address $SOCK" 2>/dev/null || true
-  ip link del sxe2e0 2>/dev/null || true
-  grep -q " $E2E" /proc/mounts && awk -v d="$E2E" '$2 ~ "^"d {print $2}' /proc/mounts | sort -r | xargs -r umount -l
+}
+
+tasks() { ctr --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null; }
+no_tasks() { [ -z "$(tasks)" ]; }
+
+# The pods go first, through the kubelet: it stops each pod's containers and sandbox through
+# the CRI (so the CNI plugin releases the pod's address and network namespace), containerd
+# deletes their tasks, and a shim whose tasks are all deleted exits. The scenarios'
+# namespaces go too, kubelet or not, so that their pods do not come back with the next node.
+remove_pods() {
+  api_up && kubectl_on_path || return 0
+  kubectl delete namespace -l sexton-e2e=true --wait=false >/dev/null 2>&1 || true
+  kubectl delete pods --all-namespaces --field-selector "spec.nodeName=$NODE" \
+    --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+  alive kubelet || return 0
+  wait_until 60 pods_stopped || log "the kubelet left containers running after 60s: killing them"
+}
+pods_stopped() { no_tasks || ! alive kubelet; }
+
+# Containers the kubelet did not stop (it was down, or slow): killed and deleted through
+# containerd, which then shuts their shims down.
+kill_tasks() {
+  alive containerd || return 0
+  local ids c
+  ids=$(tasks) || true
+  for c in $ids; do
+    timeout 10 ctr --address "$SOCK" -n k8s.io tasks delete --force "$c" >/dev/null 2>&1 || true
+  done
+  wait_until 20 no_tasks || log "containerd still lists tasks: $(tasks | tr '\n' ' ')"
+}
+
+# containerd runs under a reaper that adopts its shims (spawn_reaped); the reaper exits once
+# containerd and every shim have exited and been reaped. Shims whose tasks were deleted exit
+# with containerd; any other (containerd died first) and what runs in it are killed, by PID.
+stop_containerd() {
+  alive containerd || return 0
+  local reaper start left
+  read -r reaper start <"$E2E/containerd.pid"
+  kill "$reaper" 2>/dev/null || true     # forwarded to containerd
+  wait_until 30 not has_child_named containerd "$reaper" || log "containerd ignored SIGTERM for 30s"
+  if ! wait_until 5 not alive containerd; then
+    left=$(children_of "$reaper" | paste -sd,)
+    [ -z "$left" ] || log "still running under containerd's reaper, killed: $(ps -o pid=,args= -p "$left" | cut -c1-100 | paste -sd';')"
+    local end=$((SECONDS + 20))
+    while alive containerd && [ "$SECONDS" -lt "$end" ]; do
+      left=$(children_of "$reaper")
+      # shellcheck disable=SC2086
+      [ -z "$left" ] || kill -9 $left 2>/dev/null || true
+      sleep 0.2
+    done
+  fi
+  if alive containerd; then
+    die "containerd's reaper (pid $reaper) still has children: $(children_of "$reaper" | paste -sd' ')"
+  fi
+  await_reaped "containerd's reaper" "$reaper" "$start"
+  rm -f "$E2E/containerd.pid"
+}
+
+# has_child_named COMM PID: a running child of PID is called COMM.
+has_child_named() {
+  local p comm
+  for p in $(children_of "$2"); do
+    read -r comm 2>/dev/null <"/proc/$p/comm" && [ "$comm" = "$1" ] && running "$p" && return 0
+  done
+  return 1
+}
+
+# Fails if a shim of this node survived: alive (its command line names our socket) or
+# defunct (a zombie is reaped only by its parent; ours are the reaper's, gone by now).
+# Defunct shims of other parents are reported, not ours to reap.
+check_no_shims() {
+  local p comm args ours=() defunct=()
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    read -r comm 2>/dev/null <"/proc/$p/comm" || continue
+    [ "$comm" = containerd-shim ] || continue      # containerd-shim-runc-v2, cut to 15 bytes
+    stat_of "$p" || continue
+    if [ "${STAT[0]}" = Z ]; then
+      defunct+=("$p (parent ${STAT[1]})")
+    else
+      mapfile -d '' -t args 2>/dev/null <"/proc/$p/cmdline" || continue
+      [[ " ${args[*]} " == *" -address $SOCK "* ]] && ours+=("$p")
+    fi
+  done
+  [ ${#defunct[@]} -eq 0 ] || log "warning: defunct containerd shims of other parents: ${defunct[*]}"
+  [ ${#ours[@]} -eq 0 ] || die "containerd shims of this node survived down:
+$(ps -o pid,ppid,stat,args -p "$(IFS=,; echo "${ours[*]}")")"
+}
+
+# The network namespaces of pods the kubelet did not stop (it was down): no CNI DEL released
+# them. They are the ones at the other end of the bridge's ports.
+remove_pod_netns() {
+  local ns
+  for ns in $(ip -o link show master "$BRIDGE" 2>/dev/null | sed -n 's/.* link-netns \([^ ]*\).*/\1/p'); do
+    ip netns delete "$ns" 2>/dev/null || true
+  done
+}
+
+# the kubelet's and containerd's mounts under the state directory (volumes, sandbox shm)
+unmount_state() {
+  awk -v d="$E2E/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | xargs -r umount -l
+}
+
+down() {
+  remove_pods
+  stop -t 10 kube-scheduler kubelet
+  kill_tasks
+  stop_containerd
+  check_no_shims
+  rm -rf /var/lib/cni/networks/sexton-e2e   # the CNI plugin's address bookkeeping for our pods
+  if api_up && kubectl_on_path; then
+    kubectl delete node "$NODE" --wait=false >/dev/null 2>&1 || true
+    kubectl delete clusterrolebinding sexton-e2e:apiserver-kubelet-client --ignore-not-found >/dev/null 2>&1 || true
+  fi
+  remove_pod_netns
+  ip link del "$BRIDGE" 2>/dev/null || true
+  unmount_state
   rm -rf "$E2E"
+  log "down"
 }
 
 case "${1:-}" in
   up) up ;;
+  env) echo "export KUBECONFIG=$KUBECONFIG" ;;
+  status) status ;;
   down) down ;;
-  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up|env|status|down" >&2; exit 2 ;;
 esac

@@ -37,9 +37,11 @@ need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
 
 # The test control plane (etcd, kube-apiserver, kube-controller-manager) for tests/api.rs:
 # built from Go modules on first use (cached in ~/.cache/sexton-testenv), started on
-# 127.0.0.1, and stopped again at the end if this run started it.
+# 127.0.0.1, and stopped again at the end if this run started it (with the e2e node: a
+# failed `down`, such as a containerd shim left behind, fails the run).
 if ! scripts/testenv.sh status >/dev/null 2>&1; then
-  trap 'scripts/e2e-cluster.sh down || true; scripts/testenv.sh down' EXIT
+  # shellcheck disable=SC2154  # rc is assigned by the trap itself
+  trap 'rc=$?; scripts/e2e-cluster.sh down || rc=1; scripts/testenv.sh down; exit $rc' EXIT
 fi
 scripts/testenv.sh up
 

@@ -2,7 +2,8 @@
 # A real Kubernetes control plane for tests, on 127.0.0.1 only:
 # etcd + kube-apiserver (RBAC on) + kube-controller-manager (service accounts, namespaces,
 # garbage collection, Jobs), built from Go modules (testenv/go.mod) and cached outside the
-# repository.
+# repository. The API server is also set up to call kubelets (logs, exec) for the node of
+# scripts/e2e-cluster.sh. Helpers shared with it: scripts/lib.sh.
 #
 #   scripts/testenv.sh up      build if needed, start, wait until ready (idempotent)
 #   scripts/testenv.sh env     print `export KUBECONFIG=...` (eval "$(scripts/testenv.sh env)")
@@ -17,19 +18,13 @@
 # SEXTON_ETCD_PORT (23790; the peer port is +10).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-K8S_VERSION="$(sed -nE 's/^(require)?[[:space:]]*k8s\.io\/kubernetes (v[0-9.]+).*/\2/p' "$ROOT/testenv/go.mod" | head -1)"
-[ -n "$K8S_VERSION" ] || { echo "testenv: error: no k8s.io/kubernetes version in testenv/go.mod" >&2; exit 1; }
-CACHE_ROOT="${SEXTON_TESTENV_CACHE:-$HOME/.cache/sexton-testenv}"
-CACHE="$CACHE_ROOT/$K8S_VERSION"
-STATE="${SEXTON_TESTENV_STATE:-/tmp/sexton-testenv}"
-API_PORT="${SEXTON_API_PORT:-16443}"
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
+STATE="$TESTENV_STATE"
+lib_init testenv "$STATE"
 ETCD_PORT="${SEXTON_ETCD_PORT:-23790}"
 ETCD_PEER_PORT=$((ETCD_PORT + 10))
 KUBECONFIG_FILE="$STATE/admin.kubeconfig"
-
-log() { echo "testenv: $*" >&2; }
-die() { echo "testenv: error: $*" >&2; exit 1; }
 
 build() {
   local bins=(kube-apiserver kube-controller-manager etcd) missing=()
@@ -59,10 +54,6 @@ build() {
   log "built in $((SECONDS - start))s"
 }
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-alive() { [ -f "$STATE/$1.pid" ] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; }
-
 ready() {
   [ -f "$KUBECONFIG_FILE" ] && KUBECONFIG="$KUBECONFIG_FILE" kubectl get --raw /readyz >/dev/null 2>&1
 }
@@ -72,94 +63,38 @@ default_sa_exists() {
 }
 
 certs() {
-  command -v openssl >/dev/null || die "openssl is needed (apt-get install openssl)"
   local d="$STATE/pki"
   mkdir -p "$d"
-  (
-    cd "$d"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sexton-testenv-ca" \
-      -keyout ca.key -out ca.crt 2>/dev/null
-    cat > san.cnf <<EOF
-[req]
-distinguished_name = dn
-[dn]
-[ext]
-basicConstraints = CA:FALSE
-keyUsage = digitalSignature, keyEncipherment
-extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1, IP:10.0.0.1, DNS:localhost, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc, DNS:kubernetes.default.svc.cluster.local
-EOF
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout apiserver.key -out apiserver.csr 2>/dev/null
-    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-      -extfile san.cnf -extensions ext -out apiserver.crt 2>/dev/null
-    client() { # name CN O
-      printf '[ext]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature, keyEncipherment\nextendedKeyUsage = clientAuth\n' > client.cnf
-      openssl req -newkey rsa:2048 -nodes -subj "/CN=$2${3:+/O=$3}" -keyout "$1.key" -out "$1.csr" 2>/dev/null
-      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-        -extfile client.cnf -extensions ext -out "$1.crt" 2>/dev/null
-    }
-    client admin admin system:masters
-    client controller-manager system:kube-controller-manager ""
-    openssl genrsa -out sa.key 2048 2>/dev/null
-    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
-  )
-}
-
-kubeconfig() { # file cert-name
-  cat > "$1" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: sexton-testenv
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: $STATE/pki/ca.crt
-users:
-- name: $2
-  user:
-    client-certificate: $STATE/pki/$2.crt
-    client-key: $STATE/pki/$2.key
-contexts:
-- name: sexton-testenv
-  context: {cluster: sexton-testenv, user: $2}
-current-context: sexton-testenv
-EOF
-}
-
-start() { # name args...
-  local name=$1; shift
-  nohup "$@" >"$STATE/$name.log" 2>&1 &
-  echo $! >"$STATE/$name.pid"
-}
-
-wait_for() { # what seconds command...
-  local what=$1 secs=$2; shift 2
-  local end=$((SECONDS + secs))
-  until "$@"; do
-    [ $SECONDS -lt $end ] || die "$what not ready after ${secs}s; see $STATE/*.log"
-    sleep 0.2
-  done
+  ca_create "$d" sexton-testenv-ca
+  cert_issue "$d" "$d/apiserver" /CN=kube-apiserver serverAuth \
+    "IP:127.0.0.1, IP:10.0.0.1, DNS:localhost, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc, DNS:kubernetes.default.svc.cluster.local"
+  cert_issue "$d" "$d/admin" /CN=admin/O=system:masters clientAuth
+  cert_issue "$d" "$d/controller-manager" /CN=system:kube-controller-manager clientAuth
+  # The API server's identity when it calls a kubelet (logs, exec, port-forward). Not in
+  # system:masters: scripts/e2e-cluster.sh grants it system:kubelet-api-admin, which the
+  # kubelet checks through the API (webhook authorization).
+  cert_issue "$d" "$d/apiserver-kubelet-client" /CN=kube-apiserver-kubelet-client clientAuth
+  quietly openssl genrsa -out "$d/sa.key" 2048
+  quietly openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub"
 }
 
 up() {
-  if alive etcd && alive kube-apiserver && ready; then
+  # (a state without the kubelet client certificate was made by an older testenv.sh:
+  # its API server cannot reach kubelets, so it is replaced)
+  if alive etcd && alive kube-apiserver && ready && [ -f "$STATE/pki/apiserver-kubelet-client.crt" ]; then
     log "already up (KUBECONFIG=$KUBECONFIG_FILE)"
     return 0
   fi
   build
   # Leftovers of a half-started run are ours to clean; a foreign listener is not.
   down_quiet
-  for p in "$API_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT"; do
-    if port_in_use "$p"; then
-      die "port $p on 127.0.0.1 is taken by another process; free it or set SEXTON_API_PORT / SEXTON_ETCD_PORT"
-    fi
-  done
+  ports_free "set SEXTON_API_PORT / SEXTON_ETCD_PORT" "$API_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT"
   mkdir -p "$STATE"
   certs
-  kubeconfig "$KUBECONFIG_FILE" admin
-  kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager
+  write_kubeconfig "$KUBECONFIG_FILE" admin "$STATE/pki/admin"
+  write_kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager "$STATE/pki/controller-manager"
 
-  start etcd "$CACHE/etcd" --name default --data-dir "$STATE/etcd" \
+  spawn etcd "$CACHE/etcd" --name default --data-dir "$STATE/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "default=http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -168,7 +103,7 @@ up() {
 
   start_apiserver
 
-  start kube-controller-manager "$CACHE/kube-controller-manager" \
+  spawn kube-controller-manager "$CACHE/kube-controller-manager" \
     --kubeconfig "$STATE/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
@@ -181,8 +116,11 @@ up() {
   log "up: kube-apiserver $K8S_VERSION on https://127.0.0.1:$API_PORT (KUBECONFIG=$KUBECONFIG_FILE)"
 }
 
+# The kubelet flags only matter when a kubelet registers (scripts/e2e-cluster.sh): the API
+# server reaches it at the node's InternalIP (the node's name does not resolve), checks its
+# serving certificate against the test CA, and authenticates with its own client certificate.
 start_apiserver() {
-  start kube-apiserver "$CACHE/kube-apiserver" \
+  spawn kube-apiserver "$CACHE/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
     --tls-cert-file "$STATE/pki/apiserver.crt" --tls-private-key-file "$STATE/pki/apiserver.key" \
@@ -191,7 +129,11 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$STATE/pki/sa.pub" --service-account-signing-key-file "$STATE/pki/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \
-    --enable-priority-and-fairness=false --endpoint-reconciler-type none
+    --enable-priority-and-fairness=false --endpoint-reconciler-type none \
+    --kubelet-preferred-address-types InternalIP,Hostname \
+    --kubelet-certificate-authority "$STATE/pki/ca.crt" \
+    --kubelet-client-certificate "$STATE/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$STATE/pki/apiserver-kubelet-client.key"
   wait_for kube-apiserver 120 ready
 }
 
@@ -199,29 +141,14 @@ start_apiserver() {
 # of clients that must survive an API server restart).
 restart_apiserver() {
   alive etcd || die "not up"
-  local p; p="$(cat "$STATE/kube-apiserver.pid")"
-  kill "$p" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$p" 2>/dev/null || true
-  while port_in_use "$API_PORT"; do sleep 0.1; done
+  stop -t 10 kube-apiserver
+  wait_for "the API server's port $API_PORT to be free" 30 not port_in_use "$API_PORT"
   start_apiserver
   log "kube-apiserver restarted"
 }
 
 down_quiet() {
-  local p
-  for name in kube-controller-manager kube-apiserver etcd; do
-    if [ -f "$STATE/$name.pid" ]; then
-      p="$(cat "$STATE/$name.pid")"
-      # only a process running our binary: a stale PID file must not kill a stranger
-      local exe; exe="$(readlink "/proc/$p/exe" 2>/dev/null || true)"; exe="${exe% (deleted)}"
-      if kill -0 "$p" 2>/dev/null && [ "$(basename "$exe")" = "$name" ] && [ "${exe#"$CACHE_ROOT"}" != "$exe" ]; then
-        kill "$p" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$p" 2>/dev/null || true
-      fi
-    fi
-  done
+  stop kube-controller-manager kube-apiserver etcd   # in this order: clients first
   rm -rf "$STATE"
 }
 
@@ -241,5 +168,5 @@ case "${1:-}" in
       mv "$CACHE/.kubectl.tmp" "$CACHE/kubectl"
     fi
     echo "$CACHE" ;;
-  *) echo "usage: $0 up|down|env|build|status|restart-apiserver" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|build|status|restart-apiserver|kubectl-dir" >&2; exit 2 ;;
 esac
