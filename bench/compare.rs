@@ -155,6 +155,60 @@ fn fresh_dir(base: &Path, tag: &str) -> PathBuf {
     d
 }
 
+/// The arguments of a container's command: `-- CMD ARGS` for sexton, `CMD ARGS` for kubexit.
+fn command_args<'a>(tool: &Tool, cmd: &[&'a str]) -> Vec<&'a str> {
+    std::iter::once("--")
+        .chain(cmd.iter().copied())
+        .skip(usize::from(tool.label == "kubexit"))
+        .collect()
+}
+
+/// `n` sidecars of `main` in graveyard `gy`, each recording when it was told to stop.
+fn spawn_sidecars(o: &Opts, tool: &Tool, d: &Path, n: usize) -> Vec<Child> {
+    let child = o.child.to_str().unwrap();
+    let gy = d.join("graveyard");
+    (0..n)
+        .map(|i| {
+            let (t, r) = (d.join(format!("term-{i}")), d.join(format!("ready-{i}")));
+            let cmd = [child, "term", t.to_str().unwrap(), r.to_str().unwrap()];
+            container(
+                tool,
+                &format!("side-{i}"),
+                &gy,
+                "main",
+                &command_args(tool, &cmd),
+                true,
+            )
+        })
+        .collect()
+}
+
+/// Runs `main` to its exit and waits for the sidecars; per sidecar, how long after the
+/// main's exit it was told to stop (ns), or None if a repetition did not complete.
+fn run_main(o: &Opts, tool: &Tool, d: &Path, sidecars: &mut [Child]) -> Option<Vec<i64>> {
+    let child = o.child.to_str().unwrap();
+    let m = d.join("main-exit");
+    let cmd = [child, "exit", m.to_str().unwrap()];
+    let mut main = container(
+        tool,
+        "main",
+        &d.join("graveyard"),
+        "",
+        &command_args(tool, &cmd),
+        true,
+    );
+    let mut ok = wait_exit(&mut main, Duration::from_secs(30));
+    for s in sidecars.iter_mut() {
+        ok &= wait_exit(s, Duration::from_secs(30));
+    }
+    let _ = main.wait();
+    let exit = read_ns(&m)?;
+    let terms: Option<Vec<i64>> = (0..sidecars.len())
+        .map(|i| read_ns(&d.join(format!("term-{i}"))).map(|t| t - exit))
+        .collect();
+    terms.filter(|_| ok)
+}
+
 /// Reaction latency of `n` sidecars depending on one main, with `unrelated` other
 /// tombstones in the graveyard. Returns per repetition (first, last) sidecar latency in ns.
 fn reaction(
@@ -165,70 +219,27 @@ fn reaction(
     unrelated: usize,
     reps: usize,
 ) -> Vec<(i64, i64)> {
-    let child = o.child.to_str().unwrap();
     let mut out = Vec::with_capacity(reps);
     let mut failures = 0;
     for rep in 0..reps {
         let d = fresh_dir(base, &format!("{}-{n}-{unrelated}-{rep}", tool.label));
-        let gy = d.join("graveyard");
         for i in 0..unrelated {
-            fs::write(gy.join(format!("other-{i}")), "{\"Born\":\"2026-01-01T00:00:00Z\",\"Died\":\"2026-01-01T00:00:01Z\",\"ExitCode\":0}\n").unwrap();
+            fs::write(d.join("graveyard").join(format!("other-{i}")), "{\"Born\":\"2026-01-01T00:00:00Z\",\"Died\":\"2026-01-01T00:00:01Z\",\"ExitCode\":0}\n").unwrap();
         }
-        let mut sidecars: Vec<Child> = (0..n)
-            .map(|i| {
-                let (t, r) = (d.join(format!("term-{i}")), d.join(format!("ready-{i}")));
-                container(
-                    tool,
-                    &format!("side-{i}"),
-                    &gy,
-                    "main",
-                    &[
-                        "--",
-                        child,
-                        "term",
-                        t.to_str().unwrap(),
-                        r.to_str().unwrap(),
-                    ]
-                    .iter()
-                    .skip(usize::from(tool.label == "kubexit"))
-                    .copied()
-                    .collect::<Vec<_>>(),
-                    true,
-                )
-            })
-            .collect();
+        let mut sidecars = spawn_sidecars(o, tool, &d, n);
         let ready = wait_until(Duration::from_secs(30), || {
             (0..n).all(|i| d.join(format!("ready-{i}")).exists())
         });
         assert!(ready, "{}: sidecars not ready", tool.label);
-        let m = d.join("main-exit");
-        let margs: Vec<&str> = ["--", child, "exit", m.to_str().unwrap()]
-            .iter()
-            .skip(usize::from(tool.label == "kubexit"))
-            .copied()
-            .collect();
-        let mut main = container(tool, "main", &gy, "", &margs, true);
-        let mut ok = wait_exit(&mut main, Duration::from_secs(30));
-        for s in &mut sidecars {
-            ok &= wait_exit(s, Duration::from_secs(30));
-        }
-        let exit = read_ns(&m);
-        let terms: Vec<Option<i64>> = (0..n)
-            .map(|i| read_ns(&d.join(format!("term-{i}"))))
-            .collect();
-        match (ok, exit, terms.iter().all(Option::is_some)) {
-            (true, Some(e), true) => {
-                let lat: Vec<i64> = terms.iter().map(|t| t.unwrap() - e).collect();
-                out.push((*lat.iter().min().unwrap(), *lat.iter().max().unwrap()));
-            }
-            _ => {
+        match run_main(o, tool, &d, &mut sidecars) {
+            Some(lat) => out.push((*lat.iter().min().unwrap(), *lat.iter().max().unwrap())),
+            None => {
                 failures += 1;
                 for s in &mut sidecars {
                     let _ = s.kill();
                 }
             }
         }
-        let _ = main.wait();
         for mut s in sidecars {
             let _ = s.wait();
         }
@@ -699,6 +710,234 @@ fn machine() -> Value {
     })
 }
 
+/// The configurations measured: kubexit, sexton in each watch mode, and optional builds.
+struct Tools {
+    kubexit: Tool,
+    sexton: Tool,
+    sexton_inotify: Tool,
+    sexton_poll: Tool,
+    sexton_poll100: Tool,
+    musl: Option<Tool>,
+    slim: Option<Tool>,
+    old: Option<Tool>,
+}
+
+impl Tools {
+    fn new(o: &Opts) -> Tools {
+        let tool = |label, bin: &PathBuf, env: Vec<(&'static str, String)>| Tool {
+            label,
+            bin: bin.clone(),
+            env,
+        };
+        let poll = || ("KUBEXIT_WATCH", "poll".to_string());
+        Tools {
+            kubexit: tool("kubexit", &o.kubexit, vec![]),
+            sexton: tool("sexton", &o.sexton, vec![]),
+            sexton_inotify: tool(
+                "sexton-inotify",
+                &o.sexton,
+                vec![("KUBEXIT_WATCH", "inotify".into())],
+            ),
+            sexton_poll: tool("sexton-poll", &o.sexton, vec![poll()]),
+            sexton_poll100: tool(
+                "sexton-poll-100ms",
+                &o.sexton,
+                vec![poll(), ("KUBEXIT_POLL_INTERVAL", "100ms".into())],
+            ),
+            musl: o.musl.as_ref().map(|b| tool("sexton-musl", b, vec![])),
+            slim: o.slim.as_ref().map(|b| tool("sexton-slim", b, vec![])),
+            old: o.old.as_ref().map(|b| tool("sexton-old", b, vec![])),
+        }
+    }
+
+    /// The CPU section: kubexit, sexton in both watch modes, and the earlier build if given.
+    fn cpu(&self) -> Vec<Tool> {
+        let mut v = vec![
+            self.kubexit.clone(),
+            self.sexton.clone(),
+            self.sexton_inotify.clone(),
+        ];
+        v.extend(self.old.clone());
+        v
+    }
+
+    /// The reaction and start sections: kubexit, sexton, and the optional builds.
+    fn main(&self) -> Vec<&Tool> {
+        let mut v = vec![&self.kubexit, &self.sexton, &self.sexton_inotify];
+        v.extend(self.musl.iter().chain(self.slim.iter()));
+        v
+    }
+
+    fn idle(&self) -> Vec<Tool> {
+        let mut v = vec![
+            self.kubexit.clone(),
+            self.sexton.clone(),
+            self.sexton_inotify.clone(),
+            self.sexton_poll.clone(),
+            self.sexton_poll100.clone(),
+        ];
+        v.extend(
+            self.musl
+                .clone()
+                .into_iter()
+                .chain(self.slim.clone())
+                .chain(self.old.clone()),
+        );
+        v
+    }
+}
+
+/// Repetitions of each section.
+struct Reps {
+    reaction: usize,
+    poll: usize,
+    /// (sidecars, repetitions)
+    scale: Vec<(usize, usize)>,
+    unrelated: usize,
+    start: usize,
+}
+
+impl Reps {
+    fn new(quick: bool) -> Reps {
+        match quick {
+            true => Reps {
+                reaction: 20,
+                poll: 10,
+                scale: vec![(10, 3), (50, 2)],
+                unrelated: 5,
+                start: 20,
+            },
+            false => Reps {
+                reaction: 200,
+                poll: 100,
+                scale: vec![(10, 30), (50, 10)],
+                unrelated: 50,
+                start: 200,
+            },
+        }
+    }
+}
+
+fn latencies(v: &[(i64, i64)], pick: fn(&(i64, i64)) -> i64) -> Value {
+    stats_us(&v.iter().map(pick).collect::<Vec<_>>())
+}
+
+fn last(x: &(i64, i64)) -> i64 {
+    x.1
+}
+
+fn first(x: &(i64, i64)) -> i64 {
+    x.0
+}
+
+/// Reaction latency on tmpfs for every main configuration, and poll mode.
+fn reaction_section(o: &Opts, tools: &Tools, reps: &Reps, shm: &Path) -> Value {
+    eprintln!("reaction latency, tmpfs graveyard, {} reps", reps.reaction);
+    let mut lat = serde_json::Map::new();
+    for t in tools.main() {
+        let v = reaction(o, t, shm, 1, 0, reps.reaction);
+        lat.insert(t.label.into(), latencies(&v, last));
+    }
+    eprintln!("reaction latency, poll mode, {} reps", reps.poll);
+    let v = reaction(o, &tools.sexton_poll100, shm, 1, 0, reps.poll);
+    lat.insert(tools.sexton_poll100.label.into(), latencies(&v, last));
+    Value::Object(lat)
+}
+
+/// The percentiles of the reaction section, for `--only-reaction`.
+fn print_reaction_summary(reaction: &Value) {
+    let summary: serde_json::Map<_, _> = reaction
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                json!({"p50": v["p50"], "p90": v["p90"], "p99": v["p99"], "max": v["max"]}),
+            )
+        })
+        .collect();
+    println!("{}", serde_json::to_string_pretty(&summary).unwrap());
+}
+
+/// Reaction latency with the graveyard on disk.
+fn disk_section(o: &Opts, tools: &Tools, reps: &Reps, disk: &Path) -> Value {
+    eprintln!(
+        "reaction latency, graveyard on disk ({}), {} reps",
+        machine()["disk_fs"],
+        reps.poll
+    );
+    let mut r = serde_json::Map::new();
+    for t in [&tools.kubexit, &tools.sexton] {
+        let v = reaction(o, t, disk, 1, 0, reps.poll);
+        r.insert(t.label.into(), latencies(&v, last));
+    }
+    Value::Object(r)
+}
+
+/// Many sidecars on one main, and a graveyard full of unrelated tombstones.
+fn scale_section(o: &Opts, tools: &Tools, reps: &Reps, shm: &Path) -> Value {
+    let mut sc = serde_json::Map::new();
+    for (n, r) in &reps.scale {
+        eprintln!("scale: {n} sidecars, {r} reps");
+        for t in [&tools.kubexit, &tools.sexton] {
+            let v = reaction(o, t, shm, *n, 0, *r);
+            sc.insert(format!("{}-{n}-last", t.label), latencies(&v, last));
+            sc.insert(format!("{}-{n}-first", t.label), latencies(&v, first));
+        }
+    }
+    eprintln!("scale: 1000 unrelated tombstones, {} reps", reps.unrelated);
+    for t in [&tools.kubexit, &tools.sexton] {
+        let v = reaction(o, t, shm, 1, 1000, reps.unrelated);
+        sc.insert(format!("{}-unrelated1000", t.label), latencies(&v, last));
+    }
+    Value::Object(sc)
+}
+
+/// What wrapping a command costs at start, against running it directly.
+fn start_section(o: &Opts, tools: &Tools, reps: &Reps, shm: &Path) -> Value {
+    eprintln!("start overhead");
+    let mut st = serde_json::Map::new();
+    st.insert(
+        "direct".into(),
+        stats_us(&start_overhead(o, None, shm, reps.start)),
+    );
+    for t in tools
+        .main()
+        .into_iter()
+        .filter(|t| t.label != "sexton-inotify")
+    {
+        st.insert(
+            t.label.into(),
+            stats_us(&start_overhead(o, Some(t), shm, reps.start)),
+        );
+    }
+    Value::Object(st)
+}
+
+fn size_section(o: &Opts, tools: &Tools, shm: &Path) -> Value {
+    let mut size = json!({ "kubexit": sizes(&o.kubexit, shm), "sexton": sizes(&o.sexton, shm) });
+    for t in tools.musl.iter().chain(tools.slim.iter()) {
+        size[t.label] = sizes(&t.bin, shm);
+    }
+    size
+}
+
+/// `--only-cpu`: the CPU section alone, merged into the results of the last full run.
+fn only_cpu(o: &Opts, tools: &Tools, shm: &Path) {
+    let cpu = cpu_section(o, &tools.cpu(), shm, None);
+    let _ = fs::remove_dir_all(shm);
+    let path = o.out.join("results.json");
+    let mut r: Value = fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_else(|| json!({}));
+    r["cpu"] = cpu;
+    r["cpu"]["machine"] = machine();
+    fs::write(&path, serde_json::to_string_pretty(&r).unwrap()).unwrap();
+    eprintln!("wrote {} (cpu section)", path.display());
+}
+
 fn main() {
     // `cargo test --all-targets` runs bench binaries too: without arguments, do nothing
     if !std::env::args().any(|a| a == "--kubexit") {
@@ -711,196 +950,32 @@ fn main() {
     fs::create_dir_all(&o.out).unwrap();
     let shm = PathBuf::from("/dev/shm/sexton-bench");
     let disk = PathBuf::from("/var/tmp/sexton-bench");
-    let (reps, poll_reps, scale) = if o.quick {
-        (20, 10, vec![(10, 3), (50, 2)])
-    } else {
-        (200, 100, vec![(10, 30), (50, 10)])
-    };
-
-    let kubexit = Tool {
-        label: "kubexit",
-        bin: o.kubexit.clone(),
-        env: vec![],
-    };
-    let sexton = Tool {
-        label: "sexton",
-        bin: o.sexton.clone(),
-        env: vec![],
-    };
-    let sexton_inotify = Tool {
-        label: "sexton-inotify",
-        bin: o.sexton.clone(),
-        env: vec![("KUBEXIT_WATCH", "inotify".into())],
-    };
-    let sexton_poll = Tool {
-        label: "sexton-poll",
-        bin: o.sexton.clone(),
-        env: vec![("KUBEXIT_WATCH", "poll".into())],
-    };
-    let sexton_poll100 = Tool {
-        label: "sexton-poll-100ms",
-        bin: o.sexton.clone(),
-        env: vec![
-            ("KUBEXIT_WATCH", "poll".into()),
-            ("KUBEXIT_POLL_INTERVAL", "100ms".into()),
-        ],
-    };
-
-    let musl = o.musl.clone().map(|bin| Tool {
-        label: "sexton-musl",
-        bin,
-        env: vec![],
-    });
-    let slim = o.slim.clone().map(|bin| Tool {
-        label: "sexton-slim",
-        bin,
-        env: vec![],
-    });
-    let old = o.old.clone().map(|bin| Tool {
-        label: "sexton-old",
-        bin,
-        env: vec![],
-    });
-    // the CPU section: kubexit, sexton in both watch modes, and the earlier build if given
-    let mut cpu_tools = vec![kubexit.clone(), sexton.clone(), sexton_inotify.clone()];
-    cpu_tools.extend(old.clone());
+    let tools = Tools::new(&o);
+    let reps = Reps::new(o.quick);
     if o.only_cpu {
-        let cpu = cpu_section(&o, &cpu_tools, &shm, None);
-        let _ = fs::remove_dir_all(&shm);
-        // merged into the results of the last full run, if there is one
-        let path = o.out.join("results.json");
-        let mut r: Value = fs::read_to_string(&path)
-            .ok()
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or_else(|| json!({}));
-        r["cpu"] = cpu;
-        r["cpu"]["machine"] = machine();
-        fs::write(&path, serde_json::to_string_pretty(&r).unwrap()).unwrap();
-        eprintln!("wrote {} (cpu section)", path.display());
-        return;
+        return only_cpu(&o, &tools, &shm);
     }
-    let mut main_tools = vec![&kubexit, &sexton, &sexton_inotify];
-    main_tools.extend(musl.iter());
-    main_tools.extend(slim.iter());
-
     let mut r = serde_json::Map::new();
     r.insert("machine".into(), machine());
-    eprintln!("reaction latency, tmpfs graveyard, {reps} reps");
-    let mut lat = serde_json::Map::new();
-    for t in &main_tools {
-        let v = reaction(&o, t, &shm, 1, 0, reps);
-        lat.insert(
-            t.label.into(),
-            stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
-        );
-    }
-    eprintln!("reaction latency, poll mode, {poll_reps} reps");
-    let v = reaction(&o, &sexton_poll100, &shm, 1, 0, poll_reps);
-    lat.insert(
-        sexton_poll100.label.into(),
-        stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
-    );
-    r.insert("reaction".into(), Value::Object(lat));
+    r.insert("reaction".into(), reaction_section(&o, &tools, &reps, &shm));
     if o.only_reaction {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(
-                &r["reaction"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| (
-                        k.clone(),
-                        json!({"p50": v["p50"], "p90": v["p90"], "p99": v["p99"], "max": v["max"]})
-                    ))
-                    .collect::<serde_json::Map<_, _>>()
-            )
-            .unwrap()
-        );
-        return;
+        return print_reaction_summary(&r["reaction"]);
     }
-
-    eprintln!(
-        "reaction latency, graveyard on disk ({}), {poll_reps} reps",
-        machine()["disk_fs"]
+    r.insert(
+        "reaction_disk".into(),
+        disk_section(&o, &tools, &reps, &disk),
     );
-    let mut diskr = serde_json::Map::new();
-    for t in [&kubexit, &sexton] {
-        let v = reaction(&o, t, &disk, 1, 0, poll_reps);
-        diskr.insert(
-            t.label.into(),
-            stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
-        );
-    }
-    r.insert("reaction_disk".into(), Value::Object(diskr));
-
-    let mut sc = serde_json::Map::new();
-    for (n, reps) in &scale {
-        eprintln!("scale: {n} sidecars, {reps} reps");
-        for t in [&kubexit, &sexton] {
-            let v = reaction(&o, t, &shm, *n, 0, *reps);
-            sc.insert(
-                format!("{}-{n}-last", t.label),
-                stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
-            );
-            sc.insert(
-                format!("{}-{n}-first", t.label),
-                stats_us(&v.iter().map(|x| x.0).collect::<Vec<_>>()),
-            );
-        }
-    }
-    let unrel_reps = if o.quick { 5 } else { 50 };
-    eprintln!("scale: 1000 unrelated tombstones, {unrel_reps} reps");
-    for t in [&kubexit, &sexton] {
-        let v = reaction(&o, t, &shm, 1, 1000, unrel_reps);
-        sc.insert(
-            format!("{}-unrelated1000", t.label),
-            stats_us(&v.iter().map(|x| x.1).collect::<Vec<_>>()),
-        );
-    }
-    r.insert("scale".into(), Value::Object(sc));
-
-    eprintln!("start overhead");
-    let start_reps = if o.quick { 20 } else { 200 };
-    let mut st = serde_json::Map::new();
-    st.insert(
-        "direct".into(),
-        stats_us(&start_overhead(&o, None, &shm, start_reps)),
-    );
-    for t in main_tools.iter().filter(|t| t.label != "sexton-inotify") {
-        st.insert(
-            t.label.into(),
-            stats_us(&start_overhead(&o, Some(t), &shm, start_reps)),
-        );
-    }
-    r.insert("start".into(), Value::Object(st));
-
+    r.insert("scale".into(), scale_section(&o, &tools, &reps, &shm));
+    r.insert("start".into(), start_section(&o, &tools, &reps, &shm));
     eprintln!("idle supervision");
-    let mut idle_tools = vec![
-        kubexit.clone(),
-        sexton.clone(),
-        sexton_inotify.clone(),
-        sexton_poll.clone(),
-        sexton_poll100.clone(),
-    ];
-    idle_tools.extend(musl.clone());
-    idle_tools.extend(slim.clone());
-    idle_tools.extend(old.clone());
-    let idle_res = json!(idle(&o, &idle_tools, &shm));
+    let idle_res = json!(idle(&o, &tools.idle(), &shm));
     r.insert("idle".into(), idle_res.clone());
-
-    let mut cpu = cpu_section(&o, &cpu_tools, &shm, Some(&idle_res));
+    let mut cpu = cpu_section(&o, &tools.cpu(), &shm, Some(&idle_res));
     cpu["machine"] = machine();
     r.insert("cpu".into(), cpu);
-
-    let mut size = json!({ "kubexit": sizes(&o.kubexit, &shm), "sexton": sizes(&o.sexton, &shm) });
-    for t in musl.iter().chain(slim.iter()) {
-        size[t.label] = sizes(&t.bin, &shm);
-    }
-    r.insert("size".into(), size);
+    r.insert("size".into(), size_section(&o, &tools, &shm));
     let _ = fs::remove_dir_all(&shm);
     let _ = fs::remove_dir_all(&disk);
-
     let path = o.out.join("results.json");
     fs::write(
         &path,

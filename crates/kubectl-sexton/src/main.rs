@@ -1,31 +1,38 @@
 //! `kubectl-sexton`: sexton's cluster side, one binary that is also a kubectl plugin
-//! (`kubectl sexton ...` finds it on the PATH). Subcommands: `controller` (the
-//! SidecarTerminator and EphemeralJob controllers) and `crd` (the EphemeralJob CRD).
+//! (`kubectl sexton ...` finds it on the PATH).
 
 mod controller;
-mod telemetry;
+mod http;
+mod kube_client;
+mod logging;
+mod metrics;
 
-use std::ffi::OsString;
+use clap::{Parser, Subcommand};
 
-const USAGE: &str = "usage: kubectl-sexton controller [FLAGS]   run the SidecarTerminator and EphemeralJob controllers (--help for flags)
-       kubectl-sexton crd                  print the EphemeralJob CustomResourceDefinition (YAML)
-       kubectl-sexton --version";
+#[derive(Parser)]
+#[command(
+    name = "kubectl-sexton",
+    version,
+    about = "sexton's cluster side: the SidecarTerminator and EphemeralJob controllers (also a kubectl plugin: `kubectl sexton ...`)",
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Controller(Box<controller::flags::Flags>),
+    /// Print the EphemeralJob CustomResourceDefinition (YAML)
+    Crd,
+}
 
 fn main() {
-    let args: Vec<OsString> = std::env::args_os().collect();
-    let code = match args.get(1).and_then(|a| a.to_str()) {
-        Some("controller") => controller::main(&args[1..]),
-        Some("crd") => controller::print_crd(),
-        Some("--version" | "-V") => telemetry::stdout_line(&format!("kubectl-sexton {}", env!("CARGO_PKG_VERSION"))),
-        Some("--help" | "-h" | "help") => telemetry::stdout_line(USAGE),
-        Some(other) => {
-            telemetry::stderr_line(&format!("kubectl-sexton: unknown command {other:?}\n{USAGE}"));
-            2
-        }
-        None => {
-            telemetry::stderr_line(USAGE);
-            2
-        }
+    // Usage errors exit 2 and --help/--version 0, from clap.
+    let code = match Cli::parse().command {
+        Command::Controller(flags) => controller::main(*flags),
+        Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
     };
     std::process::exit(code);
 }

@@ -15,12 +15,12 @@ use std::process::Command;
 use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use testbed::*;
 use k8s_openapi::api::core::v1::{Pod as K8sPod, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use testbed::*;
 
 /// The binary under test.
 const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
@@ -745,30 +745,29 @@ async fn a_conflicting_write_is_reread_and_the_swap_applied_once() {
     let client = admin_client().await;
     let ns = namespace(&client, "ctl-conflict").await;
     let scratch = Scratch::new("ctl-conflict");
-    // Test hook: the controller stops before its first patch until we write to this FIFO,
+    // The controller reaches the API server through `kubectl proxy` (with its own
+    // ServiceAccount's token) and a relay that holds its first patch of the pod half-way,
     // so that the pod can be changed in between; the 409 comes from the real API server.
-    let fifo = scratch.fifo("hold");
+    let kubectl_proxy = KubectlProxy::start(controller_kubeconfig());
+    let needle = format!("PATCH /api/v1/namespaces/{ns}/pods/job");
+    let relay = HoldingProxy::start(kubectl_proxy.addr, &needle);
+    let kc = kubeconfig_via(relay.addr, &scratch.path("via-relay.kubeconfig"));
     let ctl = Ctl::start(
         &scratch,
         "controller",
-        controller_kubeconfig(),
+        &kc,
         &["--namespace", &ns, "--quick-exit-image", Q],
-        &[("SEXTON_TEST_HOLD_BEFORE_PATCH", fifo.to_str().unwrap())],
+        &[],
     );
     main_done_pod(&client, &ns, "job").await;
-    // Opening the FIFO for writing blocks until the controller opens it: it is now holding.
-    let writer =
-        std::thread::spawn(move || std::fs::OpenOptions::new().write(true).open(fifo).unwrap());
-    let end = Instant::now() + LONG;
-    while !writer.is_finished() {
-        assert!(
-            Instant::now() < end,
-            "controller never reached the patch:\n{}",
-            ctl.c.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let mut f = writer.join().unwrap();
+    // (waited for on a thread of its own: the runtime must keep the test's client going)
+    let held = tokio::task::spawn_blocking(move || (relay.wait_held(), relay));
+    let (was_held, relay) = held.await.unwrap();
+    assert!(
+        was_held,
+        "controller never reached the patch:\n{}",
+        ctl.c.logs()
+    );
     let api = Api::<K8sPod>::namespaced(client.clone(), &ns);
     api.patch(
         "job",
@@ -777,8 +776,7 @@ async fn a_conflicting_write_is_reread_and_the_swap_applied_once() {
     )
     .await
     .unwrap();
-    writeln!(f, "go").unwrap();
-    drop(f);
+    relay.release();
 
     let p = wait_image(&client, &ns, "job", "proxy", Q).await;
     assert_eq!(
@@ -823,9 +821,8 @@ async fn without_the_role_the_error_names_the_missing_permission() {
     let scratch = Scratch::new("ctl-norbac");
     let kc = kubeconfig_for(&ns, "nobody", &scratch.path("nobody.kubeconfig"));
     let ctl = Ctl::start(&scratch, "controller", &kc, &["--namespace", &ns], &[]);
-    let l = ctl.wait_line(|l| {
-        msg(l).starts_with("watching failed") && l["fields"]["controller"] == "sidecar-terminator"
-    });
+    let l =
+        ctl.wait_line(|l| msg(l).starts_with("watching failed") && l["fields"]["watch"] == "pods");
     let m = msg(&l);
     assert!(
         m.contains("forbidden") && m.contains("pods list and watch"),
@@ -1000,7 +997,14 @@ async fn deploy_manifests_apply_with_server_dry_run() {
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 
 fn ejob_api(client: &Client, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("sexton.dev", "v1alpha1", "EphemeralJob"), "ephemeraljobs"))
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("sexton.dev", "v1alpha1", "EphemeralJob"),
+            "ephemeraljobs",
+        ),
+    )
 }
 
 fn probe(extra: Value) -> Value {
@@ -1132,7 +1136,12 @@ fn ejob_controller(scratch: &Scratch, name: &str, ns: &str) -> Ctl {
 
 async fn ejob_scenario(
     test: &str,
-) -> (std::sync::RwLockReadGuard<'static, ()>, Client, String, Scratch) {
+) -> (
+    std::sync::RwLockReadGuard<'static, ()>,
+    Client,
+    String,
+    Scratch,
+) {
     let scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
     let client = admin_client().await;
     let ns = namespace(&client, test).await;
@@ -1644,10 +1653,7 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
 
 #[test]
 fn ejob_crd_in_deploy_is_the_generated_one() {
-    let out = Command::new(KUBECTL_SEXTON)
-        .arg("crd")
-        .output()
-        .unwrap();
+    let out = Command::new(KUBECTL_SEXTON).arg("crd").output().unwrap();
     assert!(out.status.success());
     let committed =
         std::fs::read_to_string(format!("{}/deploy/crd-ephemeraljob.yaml", root())).unwrap();

@@ -106,8 +106,11 @@ impl WatchMode {
     }
 }
 
-/// The log format of both binaries.
+/// The log format of both binaries. (With the feature `clap`, the cluster-side binary's
+/// flags parse it through `clap::ValueEnum`; the in-pod binary reads it from its settings
+/// table with `parse`, which also takes kubexit-style spellings.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum LogFormat {
     Text,
     Json,
@@ -125,8 +128,10 @@ impl LogFormat {
 
 /// The log level of both binaries (the one parser of `--log-level` and `KUBEXIT_LOG_LEVEL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum LogLevel {
     Error,
+    #[cfg_attr(feature = "clap", value(alias = "warning"))]
     Warn,
     Info,
     Debug,

@@ -377,6 +377,8 @@ proptest! {
             if matches!(state, DepState::Dead { .. }) && h.core.is_watched(NAMES[*i]) {
                 h.seen_dead.push(NAMES[*i].to_string());
             }
+            // (a dependency restarted during the scan starts a new life, as after start)
+            h.check_state()?;
         }
         if let Some(n) = early_signal {
             h.last_signal = Signal::new(n);

@@ -290,6 +290,46 @@ struct WatchState {
     outage: Outage,
 }
 
+/// Follows one watch until it ends (server timeout, disconnect, error) or `stop` is set;
+/// `Err` carries a refusal that ends the wait, `Ok` means list again.
+async fn follow(
+    stream: impl futures_util::Stream<Item = kube::Result<WatchEvent<DynamicObject>>>,
+    pod: &PodRef,
+    state: &mut WatchState,
+    stop: &AtomicBool,
+    post: &impl Fn(Event),
+) -> Result<(), String> {
+    let mut stream = std::pin::pin!(stream);
+    while let Some(ev) = stream.next().await {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match ev {
+            Ok(WatchEvent::Added(p)) | Ok(WatchEvent::Modified(p)) => {
+                post(Event::Pod(pod_view(&p)))
+            }
+            Ok(WatchEvent::Deleted(_)) => post(Event::Pod(PodView::default())),
+            Ok(WatchEvent::Bookmark(_)) => {}
+            Ok(WatchEvent::Error(e)) if e.code == 403 => {
+                let refused = state.forbidden.check(pod, format!("watch: {}", e.message));
+                return refused.map_or(Ok(()), Err);
+            }
+            Ok(WatchEvent::Error(e)) => {
+                debug!("watch ended: {} ({}); listing again", e.message, e.code);
+                return Ok(());
+            }
+            Err(e) => {
+                debug!("watch stream broke ({e}); listing again");
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads, then watches, this pod until `stop` is set, posting what it says about container
+/// readiness; a persistent refusal (401/403) ends with `Event::ApiFatal`, an outage is
+/// retried.
 async fn watch_pod(
     pod: PodRef,
     kubeconfig: Option<PathBuf>,
@@ -336,33 +376,8 @@ async fn watch_pod(
                 Next::Retry => continue,
             },
         };
-        let mut stream = std::pin::pin!(stream);
-        while let Some(ev) = stream.next().await {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            match ev {
-                Ok(WatchEvent::Added(p)) | Ok(WatchEvent::Modified(p)) => {
-                    post(Event::Pod(pod_view(&p)))
-                }
-                Ok(WatchEvent::Deleted(_)) => post(Event::Pod(PodView::default())),
-                Ok(WatchEvent::Bookmark(_)) => {}
-                Ok(WatchEvent::Error(e)) if e.code == 403 => {
-                    if let Some(msg) = state.forbidden.check(&pod, format!("watch: {}", e.message))
-                    {
-                        return post(Event::ApiFatal(msg));
-                    }
-                    break;
-                }
-                Ok(WatchEvent::Error(e)) => {
-                    debug!("watch ended: {} ({}); listing again", e.message, e.code);
-                    break;
-                }
-                Err(e) => {
-                    debug!("watch stream broke ({e}); listing again");
-                    break;
-                }
-            }
+        if let Err(fatal) = follow(stream, &pod, &mut state, &stop, &post).await {
+            return post(Event::ApiFatal(fatal));
         }
         // normal end of a watch (server timeout) or a disconnect: list again, after a
         // short pause so a restarting API server is not hammered

@@ -3,11 +3,15 @@
 //!
 //! - `cluster`: the test API server, an admin client, fresh namespaces, kubectl.
 //! - `scratch`: a scratch directory per test and the processes a test starts in it.
+//! - `proxy`: `kubectl proxy` and a relay that holds one request, to make the real API
+//!   server answer at the moment a test chooses.
 
 mod cluster;
+mod proxy;
 mod scratch;
 
 pub use cluster::*;
+pub use proxy::*;
 pub use scratch::*;
 
 use std::time::{Duration, Instant};

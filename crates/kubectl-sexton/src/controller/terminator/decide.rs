@@ -1,6 +1,6 @@
 //! The SidecarTerminator's decision, as a pure function of one Pod object: which sidecars to
 //! swap to which quick-exit image, and which swaps to refuse (and why). No I/O here; the
-//! reconciler in `terminator.rs` carries the decision out.
+//! reconciler (`reconcile.rs`) carries the decision out.
 //!
 //! Markers (OpenKruise-compatible): a container in `spec.containers` is a sidecar if its env
 //! has `KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT=true` (case-insensitive) or a non-empty
@@ -37,13 +37,70 @@ pub struct Swap {
     pub to: String,
 }
 
+/// Why the controller will not act on a sidecar (or what problem it sees): the reason of
+/// the Warning event on the pod, and the `reason` label of `actions_total{action="refuse"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    NoMainContainer,
+    SidecarNotRunning,
+    SwapRefusedNoImage,
+    SwapRefusedCommand,
+    SwapRefusedPostStart,
+    SwapRefusedOS,
+    SwapRefusedSameImage,
+    QuickExitStalled,
+    QuickExitFailed,
+    SwapFailed,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::NoMainContainer => "NoMainContainer",
+            Reason::SidecarNotRunning => "SidecarNotRunning",
+            Reason::SwapRefusedNoImage => "SwapRefusedNoImage",
+            Reason::SwapRefusedCommand => "SwapRefusedCommand",
+            Reason::SwapRefusedPostStart => "SwapRefusedPostStart",
+            Reason::SwapRefusedOS => "SwapRefusedOS",
+            Reason::SwapRefusedSameImage => "SwapRefusedSameImage",
+            Reason::QuickExitStalled => "QuickExitStalled",
+            Reason::QuickExitFailed => "QuickExitFailed",
+            Reason::SwapFailed => "SwapFailed",
+        }
+    }
+
+    /// A sidecar refused for this reason keeps running, and so keeps the pod alive: then
+    /// no other sidecar of the pod is swapped either (all or nothing).
+    fn keeps_a_sidecar_running(self) -> bool {
+        matches!(
+            self,
+            Reason::SidecarNotRunning
+                | Reason::SwapRefusedNoImage
+                | Reason::SwapRefusedCommand
+                | Reason::SwapRefusedPostStart
+                | Reason::SwapRefusedOS
+                | Reason::SwapRefusedSameImage
+        )
+    }
+}
+
 /// Something the controller will not do (or a problem it sees), reported as a Warning event
-/// on the pod. `reason` is the event reason (PascalCase).
+/// on the pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub container: String,
-    pub reason: &'static str,
+    pub reason: Reason,
     pub message: String,
+}
+
+impl Refusal {
+    fn new(container: &str, reason: Reason, message: String) -> Self {
+        Refusal {
+            container: container.into(),
+            reason,
+            message,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +138,18 @@ pub fn is_sidecar(c: &Container) -> bool {
         || named_image(c).is_some()
 }
 
+/// The pod is Running (the only phase in which this controller may have to act).
+pub fn is_running(pod: &Pod) -> bool {
+    phase(pod) == "Running"
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
 /// The containers sexton swapped already, from the pod annotation (name → original image).
 pub fn swapped(pod: &Pod) -> BTreeMap<String, String> {
     pod.metadata
@@ -104,7 +173,7 @@ fn terminated_code(s: Option<&ContainerStatus>) -> Option<i32> {
     s?.state.as_ref()?.terminated.as_ref().map(|t| t.exit_code)
 }
 
-fn is_running(s: Option<&ContainerStatus>) -> bool {
+fn is_container_running(s: Option<&ContainerStatus>) -> bool {
     s.and_then(|s| s.state.as_ref())
         .is_some_and(|st| st.running.is_some())
 }
@@ -120,42 +189,37 @@ fn waiting(s: Option<&ContainerStatus>) -> Option<(String, String)> {
 /// Why the quick-exit image cannot replace this container without risking the pod's
 /// success, when the image is sexton's default (the user named no image). With a user-named
 /// image the user has vouched for it, so these checks do not apply.
-fn default_image_refusal(pod: &Pod, c: &Container) -> Option<(&'static str, String)> {
+fn default_image_refusal(pod: &Pod, c: &Container) -> Option<Refusal> {
     let spec = pod.spec.as_ref()?;
+    let refuse = |reason, message| Some(Refusal::new(&c.name, reason, message));
     if c.command.as_ref().is_some_and(|v| !v.is_empty()) {
-        return Some((
-            "SwapRefusedCommand",
+        return refuse(
+            Reason::SwapRefusedCommand,
             format!(
                 "sidecar {:?} sets `command`, which would not exist in the quick-exit image (the container would fail to start and fail the pod); set env {ENV_SIDECAR_IMAGE} on it to an image in which that command exits 0, or end the sidecar another way (sexton's in-pod supervisor)",
                 c.name
             ),
-        ));
+        );
     }
     if c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some()) {
-        return Some((
-            "SwapRefusedPostStart",
+        return refuse(
+            Reason::SwapRefusedPostStart,
             format!(
                 "sidecar {:?} has a postStart hook; it would run against the quick-exit container, fail, and the kubelet would kill the container with a non-zero code (failing the pod); set env {ENV_SIDECAR_IMAGE} to an image in which the hook succeeds",
                 c.name
             ),
-        ));
+        );
     }
-    if spec
-        .os
-        .as_ref()
-        .is_some_and(|os| !os.name.eq_ignore_ascii_case("linux"))
-    {
-        return Some((
-            "SwapRefusedOS",
+    let os = spec.os.as_ref().map(|o| o.name.as_str());
+    if os.is_some_and(|os| !os.eq_ignore_ascii_case("linux")) {
+        return refuse(
+            Reason::SwapRefusedOS,
             format!(
                 "pod runs on {:?}, and the default quick-exit image is a Linux image; set env {ENV_SIDECAR_IMAGE} on sidecar {:?} to an image for that OS",
-                spec.os
-                    .as_ref()
-                    .map(|o| o.name.as_str())
-                    .unwrap_or_default(),
+                os.unwrap_or_default(),
                 c.name
             ),
-        ));
+        );
     }
     None
 }
@@ -168,51 +232,78 @@ pub fn decide(pod: &Pod, default_image: Option<&str>) -> Decision {
     };
     let (sidecars, mains): (Vec<&Container>, Vec<&Container>) =
         spec.containers.iter().partition(|c| is_sidecar(c));
+    if let Some(why) = not_for_us(pod, &sidecars) {
+        return Decision::Ignore(why);
+    }
+    if mains.is_empty() {
+        return no_main_container();
+    }
+    if let Some(why) = mains_not_done(pod, &mains) {
+        return Decision::Wait(why);
+    }
+    let already = swapped(pod);
+    let verdicts = sidecars
+        .iter()
+        .map(|c| match already.contains_key(&c.name) {
+            true => swapped_sidecar(pod, c),
+            false => unswapped_sidecar(pod, c, default_image),
+        })
+        .collect();
+    combine(verdicts)
+}
+
+/// Why this controller has nothing to do with the pod, if so.
+fn not_for_us(pod: &Pod, sidecars: &[&Container]) -> Option<String> {
     if sidecars.is_empty() {
-        return Decision::Ignore("no container carries a sidecar marker".into());
+        return Some("no container carries a sidecar marker".into());
     }
     if pod.metadata.deletion_timestamp.is_some() {
-        return Decision::Ignore("pod is being deleted".into());
+        return Some("pod is being deleted".into());
     }
-    let policy = spec.restart_policy.as_deref().unwrap_or("Always");
+    let policy = restart_policy(pod);
     if policy != "Never" && policy != "OnFailure" {
-        return Decision::Ignore(format!(
+        return Some(format!(
             "restartPolicy {policy}: only Job-style pods (Never, OnFailure) complete"
         ));
     }
-    let phase = pod
-        .status
+    (!is_running(pod)).then(|| format!("phase {}", phase(pod)))
+}
+
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec
         .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending");
-    if phase != "Running" {
-        return Decision::Ignore(format!("phase {phase}"));
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
+}
+
+fn no_main_container() -> Decision {
+    Decision::Act {
+        swaps: vec![],
+        problems: vec![Refusal::new(
+            "",
+            Reason::NoMainContainer,
+            format!(
+                "every container carries a sidecar marker, so there is no main container to wait for; remove {ENV_SIDECAR} from the main container"
+            ),
+        )],
     }
-    if mains.is_empty() {
-        return Decision::Act {
-            swaps: vec![],
-            problems: vec![Refusal {
-                container: String::new(),
-                reason: "NoMainContainer",
-                message: format!(
-                    "every container carries a sidecar marker, so there is no main container to wait for; remove {ENV_SIDECAR} from the main container"
-                ),
-            }],
-        };
-    }
-    for m in &mains {
+}
+
+/// Why the mains are not done yet, if so: one is running or has not started, or (under
+/// OnFailure) failed and will be restarted.
+fn mains_not_done(pod: &Pod, mains: &[&Container]) -> Option<String> {
+    for m in mains {
         let s = status(pod, &m.name);
         match terminated_code(s) {
             None => {
-                let state = if is_running(s) {
-                    "running"
-                } else {
-                    "not started"
+                let state = match is_container_running(s) {
+                    true => "running",
+                    false => "not started",
                 };
-                return Decision::Wait(format!("main container {:?} is {state}", m.name));
+                return Some(format!("main container {:?} is {state}", m.name));
             }
-            Some(code) if code != 0 && policy == "OnFailure" => {
-                return Decision::Wait(format!(
+            Some(code) if code != 0 && restart_policy(pod) == "OnFailure" => {
+                return Some(format!(
                     "main container {:?} exited with {code}; with restartPolicy OnFailure the kubelet restarts it",
                     m.name
                 ));
@@ -220,104 +311,118 @@ pub fn decide(pod: &Pod, default_image: Option<&str>) -> Decision {
             Some(_) => {}
         }
     }
+    None
+}
 
-    let already = swapped(pod);
-    let mut swaps = vec![];
-    let mut problems = vec![];
-    let mut pending = vec![];
-    for c in &sidecars {
-        let s = status(pod, &c.name);
-        let named = named_image(c);
-        let target = named.or(default_image).filter(|t| !t.is_empty());
-        if already.contains_key(&c.name) {
-            // Swapped before: never again. Watch that the replacement actually ends.
-            if let Some((reason, message)) =
-                waiting(s).filter(|(r, _)| STALL_REASONS.contains(&r.as_str()))
-            {
-                problems.push(Refusal {
-                    container: c.name.clone(),
-                    reason: "QuickExitStalled",
-                    message: format!(
-                        "sidecar {:?} was swapped to {:?} but cannot start: {reason} {message}; the pod will not complete until it does (is the image pullable from this node, and does the container's securityContext allow it to run?)",
-                        c.name, c.image.as_deref().unwrap_or_default()
-                    ),
-                });
-            } else if let Some(code) = terminated_code(s).filter(|c| *c != 0) {
-                // The replacement's own termination, not the old container's: the runtime
-                // reports the image it ran (possibly normalized, e.g. with docker.io/).
-                let ran = s.map(|s| s.image.as_str()).unwrap_or_default();
-                if c.image
-                    .as_deref()
-                    .is_some_and(|i| !i.is_empty() && ran.ends_with(i))
-                {
-                    problems.push(Refusal {
-                        container: c.name.clone(),
-                        reason: "QuickExitFailed",
-                        message: format!(
-                            "the quick-exit replacement of sidecar {:?} ({:?}) exited with {code} instead of 0; check that the image runs on this node's OS and architecture",
-                            c.name, c.image.as_deref().unwrap_or_default()
-                        ),
-                    });
-                }
-            } else if terminated_code(s).is_none() {
-                pending.push(c.name.as_str());
-            }
-            continue;
-        }
-        if terminated_code(s).is_some() {
-            continue;
-        }
-        if !is_running(s) {
-            let (reason, _) = waiting(s).unwrap_or_default();
-            problems.push(Refusal {
-                container: c.name.clone(),
-                reason: "SidecarNotRunning",
-                message: format!(
-                    "sidecar {:?} is not running ({}); sexton swaps only running sidecars, and the pod will not complete until this one ends",
-                    c.name,
-                    if reason.is_empty() { "no status" } else { &reason }
-                ),
-            });
-            continue;
-        }
-        let Some(target) = target else {
-            problems.push(Refusal {
-                container: c.name.clone(),
-                reason: "SwapRefusedNoImage",
-                message: format!(
-                    "sidecar {:?} names no quick-exit image and the controller has none (--quick-exit-image); set env {ENV_SIDECAR_IMAGE} on the container or start the controller with --quick-exit-image",
+/// What to do with one sidecar once the mains are done.
+#[derive(Debug)]
+enum Verdict {
+    Swap(Swap),
+    Problem(Refusal),
+    /// Swapped before; its replacement has not ended yet.
+    BeingReplaced(String),
+    /// Terminated, or swapped and ended: nothing to do.
+    Over,
+}
+
+/// A sidecar swapped before: never swap it again; watch that the replacement actually ends.
+fn swapped_sidecar(pod: &Pod, c: &Container) -> Verdict {
+    let s = status(pod, &c.name);
+    let image = c.image.as_deref().unwrap_or_default();
+    if let Some((reason, message)) = waiting(s).filter(|(r, _)| STALL_REASONS.contains(&r.as_str()))
+    {
+        return Verdict::Problem(Refusal::new(
+            &c.name,
+            Reason::QuickExitStalled,
+            format!(
+                "sidecar {:?} was swapped to {image:?} but cannot start: {reason} {message}; the pod will not complete until it does (is the image pullable from this node, and does the container's securityContext allow it to run?)",
+                c.name
+            ),
+        ));
+    }
+    match terminated_code(s) {
+        None => Verdict::BeingReplaced(c.name.clone()),
+        Some(0) => Verdict::Over,
+        // The replacement's own termination, not the old container's: the runtime reports
+        // the image it ran (possibly normalized, e.g. with docker.io/).
+        Some(code) if !image.is_empty() && s.is_some_and(|s| s.image.ends_with(image)) => {
+            Verdict::Problem(Refusal::new(
+                &c.name,
+                Reason::QuickExitFailed,
+                format!(
+                    "the quick-exit replacement of sidecar {:?} ({image:?}) exited with {code} instead of 0; check that the image runs on this node's OS and architecture",
                     c.name
                 ),
-            });
-            continue;
+            ))
+        }
+        Some(_) => Verdict::Over,
+    }
+}
+
+/// A sidecar not swapped yet: swap it if it runs and a safe quick-exit image is known.
+fn unswapped_sidecar(pod: &Pod, c: &Container, default_image: Option<&str>) -> Verdict {
+    let s = status(pod, &c.name);
+    if terminated_code(s).is_some() {
+        return Verdict::Over;
+    }
+    let problem = |reason, message| Verdict::Problem(Refusal::new(&c.name, reason, message));
+    if !is_container_running(s) {
+        let (reason, _) = waiting(s).unwrap_or_default();
+        let state = if reason.is_empty() {
+            "no status"
+        } else {
+            &reason
         };
-        if named.is_none()
-            && let Some((reason, message)) = default_image_refusal(pod, c)
-        {
-            problems.push(Refusal {
-                container: c.name.clone(),
-                reason,
-                message,
-            });
-            continue;
+        return problem(
+            Reason::SidecarNotRunning,
+            format!(
+                "sidecar {:?} is not running ({state}); sexton swaps only running sidecars, and the pod will not complete until this one ends",
+                c.name
+            ),
+        );
+    }
+    let named = named_image(c);
+    let Some(target) = named.or(default_image).filter(|t| !t.is_empty()) else {
+        return problem(
+            Reason::SwapRefusedNoImage,
+            format!(
+                "sidecar {:?} names no quick-exit image and the controller has none (--quick-exit-image); set env {ENV_SIDECAR_IMAGE} on the container or start the controller with --quick-exit-image",
+                c.name
+            ),
+        );
+    };
+    if named.is_none()
+        && let Some(refusal) = default_image_refusal(pod, c)
+    {
+        return Verdict::Problem(refusal);
+    }
+    let from = c.image.clone().unwrap_or_default();
+    if from == target {
+        return problem(
+            Reason::SwapRefusedSameImage,
+            format!(
+                "sidecar {:?} already runs {target:?}, the quick-exit image: changing nothing would not restart it; name a different image in {ENV_SIDECAR_IMAGE}",
+                c.name
+            ),
+        );
+    }
+    Verdict::Swap(Swap {
+        container: c.name.clone(),
+        from,
+        to: target.to_string(),
+    })
+}
+
+/// The pod's decision from its sidecars' verdicts: all swaps or none.
+fn combine(verdicts: Vec<Verdict>) -> Decision {
+    let (mut swaps, mut problems, mut pending) = (vec![], vec![], vec![]);
+    for v in verdicts {
+        match v {
+            Verdict::Swap(s) => swaps.push(s),
+            Verdict::Problem(p) => problems.push(p),
+            Verdict::BeingReplaced(name) => pending.push(name),
+            Verdict::Over => {}
         }
-        let from = c.image.clone().unwrap_or_default();
-        if from == target {
-            problems.push(Refusal {
-                container: c.name.clone(),
-                reason: "SwapRefusedSameImage",
-                message: format!(
-                    "sidecar {:?} already runs {target:?}, the quick-exit image: changing nothing would not restart it; name a different image in {ENV_SIDECAR_IMAGE}",
-                    c.name
-                ),
-            });
-            continue;
-        }
-        swaps.push(Swap {
-            container: c.name.clone(),
-            from,
-            to: target.to_string(),
-        });
     }
     if swaps.is_empty() && problems.is_empty() {
         return Decision::Done(if pending.is_empty() {
@@ -327,10 +432,7 @@ pub fn decide(pod: &Pod, default_image: Option<&str>) -> Decision {
         });
     }
     // All or nothing: a refused running sidecar keeps the pod alive anyway.
-    let refused_running = problems
-        .iter()
-        .any(|p| p.reason.starts_with("SwapRefused") || p.reason == "SidecarNotRunning");
-    if refused_running {
+    if problems.iter().any(|p| p.reason.keeps_a_sidecar_running()) {
         swaps.clear();
     }
     Decision::Act { swaps, problems }
@@ -653,7 +755,7 @@ mod tests {
         for (p, image, reason) in cases {
             let problems = only_problems(decide(&p, image));
             assert_eq!(problems.len(), 1, "{reason}");
-            assert_eq!(problems[0].reason, reason);
+            assert_eq!(problems[0].reason.as_str(), reason);
             assert_eq!(problems[0].container, "proxy");
             assert!(
                 problems[0].message.contains("\"proxy\""),
@@ -683,7 +785,7 @@ mod tests {
             &[("main", "0"), ("proxy", "running"), ("logs", "running")],
         );
         let problems = only_problems(decide(&p, Q));
-        assert_eq!(problems[0].reason, "SwapRefusedCommand");
+        assert_eq!(problems[0].reason, Reason::SwapRefusedCommand);
         // Once the refused sidecar has ended (say, by hand), the others are swapped.
         let p = pod(
             "Never",
@@ -707,14 +809,14 @@ mod tests {
             &[("proxy", "running")],
         );
         let problems = only_problems(decide(&p, Q));
-        assert_eq!(problems[0].reason, "NoMainContainer");
+        assert_eq!(problems[0].reason, Reason::NoMainContainer);
     }
 
     #[test]
     fn a_sidecar_that_is_not_running_blocks_and_is_reported() {
         let p = main_and_sidecar("Never", "0", "pullbackoff");
         let problems = only_problems(decide(&p, Q));
-        assert_eq!(problems[0].reason, "SidecarNotRunning");
+        assert_eq!(problems[0].reason, Reason::SidecarNotRunning);
         assert!(problems[0].message.contains("ImagePullBackOff"));
     }
 
@@ -774,7 +876,7 @@ mod tests {
             .unwrap()[1]
             .state = Some(serde_json::from_value(state("pullbackoff")).unwrap());
         let problems = only_problems(decide(&stalled, Q));
-        assert_eq!(problems[0].reason, "QuickExitStalled");
+        assert_eq!(problems[0].reason, Reason::QuickExitStalled);
         let mut failed = apply(&p, &swaps);
         let st = &mut failed
             .status
@@ -786,7 +888,9 @@ mod tests {
         st.state = Some(serde_json::from_value(state("128")).unwrap());
         st.image = "sexton-quick-exit:1".into();
         match decide(&failed, Q) {
-            Decision::Act { problems, .. } => assert_eq!(problems[0].reason, "QuickExitFailed"),
+            Decision::Act { problems, .. } => {
+                assert_eq!(problems[0].reason, Reason::QuickExitFailed)
+            }
             other => panic!("{other:?}"),
         }
         // The old container's own exit code (143 after SIGTERM) is not the replacement's.

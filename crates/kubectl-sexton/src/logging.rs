@@ -1,6 +1,7 @@
-//! Logs of the cluster-side binary: `tracing` on stderr, text or JSON (sexton-core's one
-//! parser of `--log-format` and `--log-level`). Unlike the in-pod binary, nothing shares
-//! this stderr with a child, so lines go straight to it.
+//! Logs of the cluster-side binary: `tracing` on stderr, text or JSON (sexton-core's
+//! `LogFormat` and `LogLevel`, parsed by clap). Unlike the in-pod binary, nothing shares
+//! this stderr with a child, so lines go straight to it. JSON lines carry the current
+//! span (the reconciled object), so every line of a reconciliation can be found by it.
 
 use std::io::Write;
 

@@ -1,0 +1,527 @@
+//! The EphemeralJob reconciler: reads the pods of the job's namespace from the shared pod
+//! cache, plans (`plan.rs`), injects through the `pods/ephemeralcontainers` subresource,
+//! writes the status, and deletes the job when a TTL runs out.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tracing::{info, instrument, warn};
+
+use super::CONTROLLER;
+use super::plan::{Plan, containers_for, plan, selector_matches};
+use super::types::{EphemeralJob, EphemeralJobStatus, Phase};
+use crate::controller::FIELD_MANAGER;
+use crate::controller::error::Error;
+use crate::controller::telemetry::{Telemetry, key};
+use crate::metrics::Metrics;
+
+/// How soon a job is looked at again while the pod cache is still being filled.
+const CACHE_FILLING: Duration = Duration::from_secs(1);
+
+pub struct Ctx {
+    pub client: Client,
+    pub telemetry: Telemetry<EphemeralJob>,
+    /// The shared pod cache, and whether it has been filled.
+    pods: Store<Pod>,
+    pods_filled: Arc<AtomicBool>,
+}
+
+impl Ctx {
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        metrics: Arc<Metrics>,
+        pods: Store<Pod>,
+        pods_filled: Arc<AtomicBool>,
+    ) -> Self {
+        Ctx {
+            client,
+            telemetry: Telemetry::new(CONTROLLER, metrics, recorder),
+            pods,
+            pods_filled,
+        }
+    }
+
+    fn count(&self, action: &'static str, reason: &'static str) {
+        self.telemetry.count(action, reason)
+    }
+
+    async fn event(&self, job: &EphemeralJob, type_: EventType, reason: &str, note: String) {
+        self.telemetry
+            .event(job, type_, reason, "RunEphemeralContainers", note)
+            .await
+    }
+
+    /// The pods of `namespace`, from the cache.
+    fn pods_in(&self, namespace: &str) -> Vec<Arc<Pod>> {
+        self.pods
+            .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
+    }
+
+    fn api<K>(&self, job: &EphemeralJob) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &job.namespace().unwrap_or_default())
+    }
+}
+
+/// The jobs a pod change may concern: those of its namespace that select it, or that have
+/// containers waiting or running (the pod may hold them).
+pub fn jobs_of_pod(
+    jobs: Store<EphemeralJob>,
+) -> impl Fn(Arc<Pod>) -> Vec<ObjectRef<EphemeralJob>> + Send + Sync + 'static {
+    move |pod| {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        jobs.state()
+            .into_iter()
+            .filter(|j| {
+                j.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && (selector_matches(&j.spec.selector, &labels)
+                        || j.status.as_ref().is_some_and(|s| s.running + s.waiting > 0))
+            })
+            .map(|j| ObjectRef::from_obj(&*j))
+            .collect()
+    }
+}
+
+fn at(t: &Time, secs: i64) -> i64 {
+    t.0.as_second() + secs
+}
+
+#[instrument(skip_all, fields(job = %key(&*job)))]
+pub async fn reconcile(job: Arc<EphemeralJob>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _timer = ctx.telemetry.reconcile_started(&job);
+    if job.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    if !ctx.pods_filled.load(Ordering::Relaxed) {
+        return Ok(Action::requeue(CACHE_FILLING));
+    }
+    let now = Time(Timestamp::now());
+    let mut wake = Wake::default();
+    if expired(&job, &ctx, Ttl::AfterCreated, &now, &mut wake).await? {
+        return Ok(Action::await_change());
+    }
+    let old = job.status.clone().unwrap_or_default();
+    if old.completion_time.is_some() {
+        return finished_earlier(&job, &ctx, &old, &now, wake).await;
+    }
+    let pods = ctx.pods_in(&job.namespace().unwrap_or_default());
+    let mut p = plan(&job, &pods, &now);
+    report_conflicts(&job, &ctx, &p).await;
+    inject_all(&job, &ctx, &pods, &mut p, &now).await?;
+    report_finish(&job, &ctx, &p).await;
+    write_status(&job, &ctx, &old, &p.status).await?;
+    let s = &p.status;
+    info!(job = %key(&*job), decision = "plan", phase = s.phase.map(Phase::as_str).unwrap_or_default(), matched = s.matched, waiting = s.waiting, running = s.running, succeeded = s.succeeded, failed = s.failed, injected = p.inject.len(), "reconciled");
+    wake.at_next_deadline(&job, &p, &now);
+    Ok(wake.action())
+}
+
+/// A job finished before: nothing to do but delete it when its TTL runs out.
+async fn finished_earlier(
+    job: &EphemeralJob,
+    ctx: &Ctx,
+    old: &EphemeralJobStatus,
+    now: &Time,
+    mut wake: Wake,
+) -> Result<Action, Error> {
+    if expired(job, ctx, Ttl::AfterFinished, now, &mut wake).await? {
+        return Ok(Action::await_change());
+    }
+    info!(job = %key(job), decision = "done", phase = old.phase.map(Phase::as_str).unwrap_or_default(), "finished");
+    Ok(wake.action())
+}
+
+/// The earliest time the job must be looked at again without an event.
+#[derive(Default)]
+struct Wake(Option<Duration>);
+
+impl Wake {
+    fn at(&mut self, d: Duration) {
+        self.0 = Some(self.0.map_or(d, |w| w.min(d)));
+    }
+
+    /// After this reconciliation: when a finished job's TTL or a running job's deadline
+    /// runs out.
+    fn at_next_deadline(&mut self, job: &EphemeralJob, p: &Plan, now: &Time) {
+        let now = now.0.as_second();
+        let secs = |deadline: i64| Duration::from_secs((deadline - now).max(0) as u64);
+        if p.finished {
+            let (ttl, done) = (
+                job.spec.ttl_seconds_after_finished,
+                p.status.completion_time.as_ref(),
+            );
+            if let (Some(ttl), Some(done)) = (ttl, done) {
+                self.at(secs(at(done, ttl.into())));
+            }
+        } else if let (Some(d), Some(start)) = (
+            job.spec.active_deadline_seconds,
+            p.status.start_time.as_ref(),
+        ) {
+            self.at(secs(at(start, d)) + Duration::from_secs(1));
+        }
+    }
+
+    fn action(self) -> Action {
+        match self.0 {
+            Some(d) => Action::requeue(d.max(Duration::from_millis(200))),
+            None => Action::await_change(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ttl {
+    AfterCreated,
+    AfterFinished,
+}
+
+impl Ttl {
+    fn reason(self) -> &'static str {
+        match self {
+            Ttl::AfterCreated => "TTLAfterCreated",
+            Ttl::AfterFinished => "TTLAfterFinished",
+        }
+    }
+
+    /// When the job expires, in seconds since the epoch, if it has this TTL.
+    fn deadline(self, job: &EphemeralJob) -> Option<i64> {
+        let (ttl, from) = match self {
+            Ttl::AfterCreated => (
+                job.spec.ttl_seconds_after_created,
+                job.metadata.creation_timestamp.as_ref(),
+            ),
+            Ttl::AfterFinished => (
+                job.spec.ttl_seconds_after_finished,
+                job.status.as_ref().and_then(|s| s.completion_time.as_ref()),
+            ),
+        };
+        Some(at(from?, ttl?.into()))
+    }
+}
+
+/// Deletes the job if its `ttl` has run out (true: deleted or gone); else notes in `wake`
+/// when it will.
+async fn expired(
+    job: &EphemeralJob,
+    ctx: &Ctx,
+    ttl: Ttl,
+    now: &Time,
+    wake: &mut Wake,
+) -> Result<bool, Error> {
+    let Some(deadline) = ttl.deadline(job) else {
+        return Ok(false);
+    };
+    let now = now.0.as_second();
+    if now < deadline {
+        wake.at(Duration::from_secs((deadline - now) as u64));
+        return Ok(false);
+    }
+    // The UID precondition: never delete a newer job of the same name.
+    let dp = DeleteParams {
+        preconditions: job.uid().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let why = ttl.reason();
+    match ctx
+        .api::<EphemeralJob>(job)
+        .delete(&job.name_any(), &dp)
+        .await
+    {
+        Ok(_) => {
+            ctx.count("delete", why);
+            info!(job = %key(job), decision = "delete", "{why}: deleted");
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(true),
+        Err(e) => Err(Error::api(key(job), format!("deleting after {why}"), e)),
+    }
+}
+
+async fn report_conflicts(job: &EphemeralJob, ctx: &Ctx, p: &Plan) {
+    for (pod, container) in &p.conflicts {
+        let once = format!("{}/{pod}", job.uid().unwrap_or_default());
+        if !ctx.telemetry.reported.first(once) {
+            continue;
+        }
+        ctx.count("skip", "NameConflict");
+        let msg = format!(
+            "pod {pod} already has an ephemeral container named {container:?} that this job did not create; skipped"
+        );
+        warn!(job = %key(job), pod = %pod, "{msg}");
+        ctx.event(job, EventType::Warning, "NameConflict", msg)
+            .await;
+    }
+}
+
+/// What became of one injection.
+enum Injected {
+    Done,
+    /// The pod changed or went away: the next event brings the job back here.
+    Replan,
+}
+
+/// Injects into each pod of the plan; a refusal that retrying will not change puts the
+/// job in phase Error and stops.
+async fn inject_all(
+    job: &EphemeralJob,
+    ctx: &Ctx,
+    pods: &[Arc<Pod>],
+    p: &mut Plan,
+    now: &Time,
+) -> Result<(), Error> {
+    let api: Api<Pod> = ctx.api(job);
+    for name in p.inject.clone() {
+        let rv = pods
+            .iter()
+            .find(|x| x.metadata.name.as_deref() == Some(name.as_str()))
+            .and_then(|x| x.metadata.resource_version.clone());
+        match inject(job, ctx, &api, &name, rv).await {
+            Ok(Injected::Done) => {}
+            Ok(Injected::Replan) => p.status.waiting -= 1,
+            Err(failure) if failure.is_fatal() => {
+                p.status.waiting -= 1;
+                fail(job, ctx, p, &failure, now).await;
+                break;
+            }
+            Err(failure) => {
+                p.status.waiting -= 1;
+                return Err(failure.into_error(key(job)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds the template's containers to pod `name` (at resourceVersion `rv`).
+async fn inject(
+    job: &EphemeralJob,
+    ctx: &Ctx,
+    api: &Api<Pod>,
+    name: &str,
+    rv: Option<String>,
+) -> Result<Injected, InjectFailure> {
+    let containers = containers_for(job);
+    let patch =
+        json!({"metadata": {"resourceVersion": rv}, "spec": {"ephemeralContainers": containers}});
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let err = match api
+        .patch_ephemeral_containers(name, &pp, &Patch::Strategic(&patch))
+        .await
+    {
+        Ok(_) => {
+            ctx.count("inject", "Scheduled");
+            info!(job = %key(job), pod = %name, decision = "inject", "injected ephemeral containers");
+            let names: Vec<_> = containers.iter().map(|c| &c.name).collect();
+            let note = format!("ephemeral containers {names:?} added to pod {name}");
+            ctx.event(job, EventType::Normal, "Injected", note).await;
+            return Ok(Injected::Done);
+        }
+        Err(e) => e,
+    };
+    // 404 also answers a missing subresource: only a pod that is really gone is a re-plan.
+    let gone = || async { api.get_opt(name).await.ok().flatten().is_none() };
+    match &err {
+        kube::Error::Api(s) if s.code == 409 || (s.code == 404 && gone().await) => {
+            info!(job = %key(job), pod = %name, "pod changed or gone before injection ({}); will re-plan", s.code);
+            Ok(Injected::Replan)
+        }
+        _ => Err(InjectFailure::classify(name, err)),
+    }
+}
+
+/// Why the API server did not take the containers, and whether retrying can help.
+#[derive(Debug)]
+pub enum InjectFailure {
+    /// 404/405 from the subresource on a pod that exists: no ephemeral containers API.
+    Unsupported(kube::Error),
+    /// 401/403: the controller may not add ephemeral containers.
+    Forbidden(kube::Error),
+    /// Another 4xx: the API server refused these containers for this pod.
+    Refused { pod: String, error: kube::Error },
+    /// 5xx, transport errors: retried.
+    Transient { pod: String, error: kube::Error },
+}
+
+impl InjectFailure {
+    pub fn classify(pod: &str, error: kube::Error) -> Self {
+        let code = match &error {
+            kube::Error::Api(s) => s.code,
+            _ => 0,
+        };
+        let pod = pod.to_string();
+        match code {
+            404 | 405 => InjectFailure::Unsupported(error),
+            401 | 403 => InjectFailure::Forbidden(error),
+            400..=499 => InjectFailure::Refused { pod, error },
+            _ => InjectFailure::Transient { pod, error },
+        }
+    }
+
+    /// A failure retrying will not change: the job goes to phase Error.
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self, InjectFailure::Transient { .. })
+    }
+
+    /// The reason of the Event and condition, and the `actions_total` label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            InjectFailure::Unsupported(_) => "EphemeralContainersUnsupported",
+            InjectFailure::Forbidden(_) => "Forbidden",
+            InjectFailure::Refused { .. } | InjectFailure::Transient { .. } => "InjectFailed",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        let api_message = |e: &kube::Error| match e {
+            kube::Error::Api(s) => s.message.clone(),
+            e => e.to_string(),
+        };
+        match self {
+            InjectFailure::Unsupported(e) => format!(
+                "the API server has no pods/ephemeralcontainers subresource ({}): ephemeral containers are not available on this cluster",
+                api_message(e)
+            ),
+            InjectFailure::Forbidden(e) => format!(
+                "not allowed to add ephemeral containers ({}); the controller's ClusterRole needs pods/ephemeralcontainers patch",
+                api_message(e)
+            ),
+            InjectFailure::Refused { pod, error } => format!(
+                "the API server refused the ephemeral containers for pod {pod}: {}",
+                api_message(error)
+            ),
+            InjectFailure::Transient { pod, error } => {
+                format!("adding ephemeral containers to pod {pod} failed: {error}")
+            }
+        }
+    }
+
+    fn into_error(self, object: String) -> Error {
+        let (pod, source) = match self {
+            InjectFailure::Unsupported(e) | InjectFailure::Forbidden(e) => (String::new(), e),
+            InjectFailure::Refused { pod, error } | InjectFailure::Transient { pod, error } => {
+                (pod, error)
+            }
+        };
+        Error::api(
+            object,
+            format!("adding ephemeral containers to pod {pod}"),
+            source,
+        )
+    }
+}
+
+/// Puts the job in phase Error for `failure` (sticky: a person has to act).
+async fn fail(job: &EphemeralJob, ctx: &Ctx, p: &mut Plan, failure: &InjectFailure, now: &Time) {
+    let (reason, msg) = (failure.reason(), failure.message());
+    p.status.phase = Some(Phase::Error);
+    p.status.conditions.push(Condition {
+        type_: "Error".into(),
+        status: "True".into(),
+        reason: reason.into(),
+        message: msg.clone(),
+        last_transition_time: now.clone(),
+        observed_generation: job.metadata.generation,
+    });
+    p.status.completion_time = None;
+    ctx.count("error", reason);
+    warn!(job = %key(job), reason, "{msg}");
+    ctx.event(job, EventType::Warning, reason, msg).await;
+}
+
+/// The Event of a job that just finished (not of one that failed for good).
+async fn report_finish(job: &EphemeralJob, ctx: &Ctx, p: &Plan) {
+    let s = &p.status;
+    if !p.finished || s.phase == Some(Phase::Error) {
+        return;
+    }
+    let (t, reason) = match s.phase {
+        Some(Phase::Succeeded) => (EventType::Normal, "Succeeded"),
+        _ if p.deadline_exceeded => (EventType::Warning, "DeadlineExceeded"),
+        _ => (EventType::Warning, "Failed"),
+    };
+    let note = format!(
+        "{} of {} targets succeeded, {} failed",
+        s.succeeded, s.matched, s.failed
+    );
+    ctx.event(job, t, reason, note).await;
+}
+
+async fn write_status(
+    job: &EphemeralJob,
+    ctx: &Ctx,
+    old: &EphemeralJobStatus,
+    new: &EphemeralJobStatus,
+) -> Result<(), Error> {
+    if old == new {
+        return Ok(());
+    }
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let status = Patch::Merge(json!({"status": new}));
+    ctx.api::<EphemeralJob>(job)
+        .patch_status(&job.name_any(), &pp, &status)
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            Error::api(
+                key(job),
+                "writing status (RBAC: ephemeraljobs/status patch)",
+                e,
+            )
+        })
+}
+
+pub fn error_policy(job: Arc<EphemeralJob>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.telemetry.failed(&job, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InjectFailure;
+
+    fn api_error(code: u16) -> kube::Error {
+        let status = kube::core::Status::failure("m", "Reason").with_code(code);
+        kube::Error::Api(Box::new(status))
+    }
+
+    /// A missing ephemeral-containers API cannot be produced on a 1.34 API server (the
+    /// feature is GA and has no gate), so its handling is pinned here.
+    #[test]
+    fn injection_errors_are_classified() {
+        for (code, reason, fatal) in [
+            (404, "EphemeralContainersUnsupported", true),
+            (405, "EphemeralContainersUnsupported", true),
+            (403, "Forbidden", true),
+            (422, "InjectFailed", true),
+            (500, "InjectFailed", false),
+            (503, "InjectFailed", false),
+        ] {
+            let f = InjectFailure::classify("web-0", api_error(code));
+            assert_eq!((f.reason(), f.is_fatal()), (reason, fatal), "{code}");
+            assert!(f.message().contains('m'));
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The flags of `kubectl-sexton controller`, each mirrored by an environment variable, and
+//! their validation into [`Opts`]. Bad values exit 2 with a line naming the flag.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum, value_parser};
+use sexton_core::config::{LogFormat, LogLevel};
+use sexton_core::duration::parse_go_duration;
+
+#[derive(Args, Debug)]
+#[command(
+    about = "Run the SidecarTerminator and EphemeralJob controllers",
+    long_about = "Run the companion controllers: the SidecarTerminator ends the marked sidecars (OpenKruise markers KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT[_WITH_IMAGE]) of pods whose main containers are done, by swapping each sidecar's image in place to a quick-exit image; the EphemeralJob controller runs ephemeral containers across the pods a selector picks."
+)]
+pub struct Flags {
+    /// Kubeconfig file; default: in-cluster service account, else ~/.kube/config
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Watch only this namespace (default: all namespaces)
+    #[arg(long, env = "SEXTON_NAMESPACE")]
+    namespace: Option<String>,
+    /// Image for sidecars that name none in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE: one whose entrypoint exits 0 whatever its arguments (sexton's `quick-exit` image). Without it such sidecars are refused with a Warning event
+    #[arg(long, env = "SEXTON_QUICK_EXIT_IMAGE", value_name = "IMAGE")]
+    quick_exit_image: Option<String>,
+    /// Run only while holding a coordination.k8s.io Lease, so that several replicas can run safely
+    #[arg(long, env = "SEXTON_LEADER_ELECT")]
+    leader_elect: bool,
+    /// Namespace of the Lease (default: the service account's namespace, else "default")
+    #[arg(long, env = "SEXTON_LEADER_ELECT_NAMESPACE")]
+    leader_elect_namespace: Option<String>,
+    /// Name of the Lease
+    #[arg(
+        long,
+        env = "SEXTON_LEADER_ELECT_NAME",
+        default_value = "sexton-controller"
+    )]
+    leader_elect_name: String,
+    /// How long a lease is valid after its last renewal: a standby takes over at most this long after the leader dies (whole seconds)
+    #[arg(long, env = "SEXTON_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = whole_seconds, value_name = "DURATION")]
+    leader_elect_lease_duration: u64,
+    /// The leader renews this long before the lease expires (whole seconds; less than the lease duration)
+    #[arg(long, env = "SEXTON_LEADER_ELECT_RENEW_GRACE", default_value = "5s", value_parser = whole_seconds, value_name = "DURATION")]
+    leader_elect_renew_grace: u64,
+    /// This replica's identity in the Lease and in events (default: hostname and PID)
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Serve Prometheus metrics on http://ADDR/metrics
+    #[arg(
+        long,
+        env = "SEXTON_METRICS_ADDR",
+        default_value = "0.0.0.0:8080",
+        value_name = "ADDR"
+    )]
+    metrics_addr: SocketAddr,
+    /// Serve /healthz and /readyz on ADDR
+    #[arg(
+        long,
+        env = "SEXTON_HEALTH_ADDR",
+        default_value = "0.0.0.0:8081",
+        value_name = "ADDR"
+    )]
+    health_addr: SocketAddr,
+    /// Which controllers to run, comma-separated
+    #[arg(long, env = "SEXTON_CONTROLLERS", value_delimiter = ',', default_value = "sidecar-terminator,ephemeraljob", value_parser = which)]
+    controllers: Vec<Which>,
+    /// Objects reconciled at once, per controller
+    #[arg(long, env = "SEXTON_CONCURRENCY", default_value_t = 8, value_parser = value_parser!(u16).range(1..))]
+    concurrency: u16,
+    #[arg(long, env = "SEXTON_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[arg(long, env = "SEXTON_LOG_LEVEL", value_enum, default_value = "info")]
+    log_level: LogLevel,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Which {
+    SidecarTerminator,
+    #[value(name = "ephemeraljob")]
+    EphemeralJob,
+}
+
+/// A controller name, spaces around it allowed (`a, b` in an env var).
+fn which(s: &str) -> Result<Which, String> {
+    Which::from_str(s.trim(), false)
+        .map_err(|_| "expected sidecar-terminator or ephemeraljob".to_string())
+}
+
+/// Lease times: the lease manager counts in whole seconds.
+fn whole_seconds(raw: &str) -> Result<u64, String> {
+    let d = parse_go_duration(raw).map_err(|e| e.to_string())?;
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 {
+        return Err("Lease times are whole seconds, at least 1s".into());
+    }
+    Ok(d.as_secs())
+}
+
+/// The validated options of one controller process.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    pub controllers: Vec<Which>,
+    pub kubeconfig: Option<PathBuf>,
+    pub namespace: Option<String>,
+    pub quick_exit_image: Option<String>,
+    pub lease: Option<LeaseOpts>,
+    pub identity: String,
+    pub metrics_addr: SocketAddr,
+    pub health_addr: SocketAddr,
+    pub concurrency: u16,
+    pub log_format: LogFormat,
+    pub log_level: LogLevel,
+}
+
+/// Leader election (`--leader-elect`).
+#[derive(Debug, Clone)]
+pub struct LeaseOpts {
+    pub namespace: Option<String>,
+    pub name: String,
+    pub duration: u64,
+    pub grace: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "invalid --leader-elect-renew-grace={grace}s: it must be shorter than --leader-elect-lease-duration={duration}s"
+)]
+pub struct GraceTooLong {
+    grace: u64,
+    duration: u64,
+}
+
+/// A blank value (`SEXTON_NAMESPACE=" "`) is no value.
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+impl Flags {
+    pub fn validate(self) -> Result<Opts, GraceTooLong> {
+        let (duration, grace) = (
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_grace,
+        );
+        if grace >= duration {
+            return Err(GraceTooLong { grace, duration });
+        }
+        let mut controllers = self.controllers;
+        let mut seen = vec![];
+        controllers.retain(|w| {
+            let first = !seen.contains(w);
+            seen.push(*w);
+            first
+        });
+        Ok(Opts {
+            controllers,
+            kubeconfig: self.kubeconfig,
+            namespace: non_empty(self.namespace),
+            quick_exit_image: non_empty(self.quick_exit_image),
+            lease: self.leader_elect.then(|| LeaseOpts {
+                namespace: non_empty(self.leader_elect_namespace),
+                name: non_empty(Some(self.leader_elect_name))
+                    .unwrap_or_else(|| "sexton-controller".into()),
+                duration,
+                grace,
+            }),
+            identity: non_empty(self.identity).unwrap_or_else(default_identity),
+            metrics_addr: self.metrics_addr,
+            health_addr: self.health_addr,
+            concurrency: self.concurrency,
+            log_format: self.log_format,
+            log_level: self.log_level,
+        })
+    }
+}
+
+/// `hostname-PID`, unique enough among the replicas of one Deployment.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "sexton".into());
+    format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: Flags,
+    }
+
+    fn parse(args: &[&str]) -> Result<Opts, String> {
+        let cli = Cli::try_parse_from(std::iter::once("controller").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cli.flags.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn controllers_are_trimmed_and_deduplicated() {
+        let o = parse(&[
+            "--controllers",
+            "ephemeraljob, sidecar-terminator,ephemeraljob",
+        ])
+        .unwrap();
+        assert_eq!(
+            o.controllers,
+            [Which::EphemeralJob, Which::SidecarTerminator]
+        );
+        let e = parse(&["--controllers", "sidecar-terminator,nope"]).unwrap_err();
+        assert!(e.contains("--controllers") && e.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn lease_times_are_whole_seconds_and_grace_is_shorter() {
+        let o = parse(&["--leader-elect", "--leader-elect-lease-duration", "1m"]).unwrap();
+        assert_eq!(o.lease.map(|l| (l.duration, l.grace)), Some((60, 5)));
+        for (args, needle) in [
+            (
+                ["--leader-elect-lease-duration", "1.5s"],
+                "--leader-elect-lease-duration",
+            ),
+            (
+                ["--leader-elect-lease-duration", "0s"],
+                "--leader-elect-lease-duration",
+            ),
+            (
+                ["--leader-elect-renew-grace", "15s"],
+                "shorter than --leader-elect-lease-duration=15s",
+            ),
+        ] {
+            let e = parse(&args).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn blank_values_are_unset_and_log_settings_are_enums() {
+        let o = parse(&[
+            "--namespace",
+            " ",
+            "--log-level",
+            "warning",
+            "--log-format",
+            "json",
+        ])
+        .unwrap();
+        assert_eq!(o.namespace, None);
+        assert_eq!(
+            (o.log_level, o.log_format),
+            (LogLevel::Warn, LogFormat::Json)
+        );
+        assert!(
+            parse(&["--log-format", "xml"])
+                .unwrap_err()
+                .contains("--log-format")
+        );
+    }
+}

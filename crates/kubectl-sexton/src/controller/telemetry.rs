@@ -1,0 +1,170 @@
+//! What a controller reports, whatever it reconciles: action counters, Kubernetes Events,
+//! queue latency and reconcile timings, failures and their retry, and which problems it
+//! reported already (once per object and reason, not on every reconciliation).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use tracing::warn;
+
+use super::error::Error;
+use crate::metrics::{ActionLabels, ControllerLabel, ErrorLabels, Metrics, ReconcileTimer};
+
+/// `namespace/name` of an object, for logs and messages.
+pub fn key<K: Resource>(obj: &K) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// When each object's oldest unprocessed watch event arrived (for `queue_latency_seconds`).
+pub struct Clock<K: Resource>(Mutex<HashMap<ObjectRef<K>, Instant>>)
+where
+    K::DynamicType: Eq + Hash;
+
+impl<K: Resource> Default for Clock<K>
+where
+    K::DynamicType: Eq + Hash,
+{
+    fn default() -> Self {
+        Clock(Mutex::default())
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Clock<K> {
+    /// A watch event for `obj` arrived (the first one since its last reconciliation counts).
+    pub fn arrived(&self, obj: &K) {
+        let mut pending = self.0.lock().expect("poisoned");
+        pending
+            .entry(ObjectRef::from_obj(obj))
+            .or_insert_with(Instant::now);
+    }
+
+    /// `obj` is gone: nothing will reconcile it.
+    pub fn forget(&self, obj: &K) {
+        self.0
+            .lock()
+            .expect("poisoned")
+            .remove(&ObjectRef::from_obj(obj));
+    }
+
+    /// How long `obj` waited in the queue, if a watch event started its reconciliation.
+    fn waited(&self, obj: &K) -> Option<Duration> {
+        let arrived = self
+            .0
+            .lock()
+            .expect("poisoned")
+            .remove(&ObjectRef::from_obj(obj));
+        arrived.map(|t| t.elapsed())
+    }
+}
+
+/// Reports each problem once (per key) rather than on every reconciliation of the object.
+#[derive(Default)]
+pub struct Once(Mutex<HashMap<String, Instant>>);
+
+impl Once {
+    /// True the first time `key` is seen (keys older than an hour are forgotten once
+    /// more than 4096 are kept, so memory stays bounded on a large cluster).
+    pub fn first(&self, key: String) -> bool {
+        let mut seen = self.0.lock().expect("poisoned");
+        if seen.contains_key(&key) {
+            return false;
+        }
+        if seen.len() > 4096 {
+            seen.retain(|_, t| t.elapsed() < Duration::from_secs(3600));
+        }
+        seen.insert(key, Instant::now());
+        true
+    }
+}
+
+pub struct Telemetry<K: Resource>
+where
+    K::DynamicType: Eq + Hash,
+{
+    pub controller: &'static str,
+    pub metrics: Arc<Metrics>,
+    recorder: Recorder,
+    /// Shared with the controller's watch, which starts it.
+    pub clock: Arc<Clock<K>>,
+    /// Problems already reported (the Recorder would fold repeats into a series, but this
+    /// skips the API call).
+    pub reported: Once,
+}
+
+impl<K: Resource<DynamicType = ()>> Telemetry<K> {
+    pub fn new(controller: &'static str, metrics: Arc<Metrics>, recorder: Recorder) -> Self {
+        Telemetry {
+            controller,
+            metrics,
+            recorder,
+            clock: Arc::default(),
+            reported: Once::default(),
+        }
+    }
+
+    fn label(&self) -> ControllerLabel {
+        ControllerLabel {
+            controller: self.controller,
+        }
+    }
+
+    /// At the start of a reconciliation: counts it, records its queue latency, and returns
+    /// the timer that records its duration when dropped.
+    pub fn reconcile_started(&self, obj: &K) -> ReconcileTimer {
+        if let Some(waited) = self.clock.waited(obj) {
+            let histogram = self
+                .metrics
+                .queue_latency
+                .get_or_create(&self.label())
+                .clone();
+            histogram.observe(waited.as_secs_f64());
+        }
+        self.metrics.reconcile_started(self.controller)
+    }
+
+    pub fn count(&self, action: &'static str, reason: &'static str) {
+        let labels = ActionLabels {
+            controller: self.controller,
+            action,
+            reason,
+        };
+        self.metrics.actions.get_or_create(&labels).inc();
+    }
+
+    pub fn conflict(&self) {
+        self.metrics.conflicts.get_or_create(&self.label()).inc();
+    }
+
+    pub async fn event(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String) {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            warn!(object = %key(obj), reason, error = %e, "cannot publish event (RBAC: events.k8s.io events create/patch)");
+        }
+    }
+
+    /// The error policy: counts the failure by kind, logs it, and retries after the time
+    /// its kind calls for.
+    pub fn failed(&self, obj: &K, err: &Error) -> Action {
+        let kind = err.kind();
+        let labels = ErrorLabels {
+            controller: self.controller,
+            kind,
+        };
+        self.metrics.errors.get_or_create(&labels).inc();
+        let retry = kind.retry_after();
+        warn!(controller = self.controller, object = %key(obj), error = %err, ?kind, "reconcile failed; retrying in {retry:?}");
+        Action::requeue(retry)
+    }
+}

@@ -1,0 +1,188 @@
+//! The SidecarTerminator reconciler: runs `decide` on a pod and carries the decision out
+//! (one precondition-guarded patch, re-read and retried on conflict; events, metrics,
+//! structured logs).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{EventType, Recorder};
+use kube::{Api, Client, ResourceExt};
+use tracing::{debug, info, instrument, warn};
+
+use super::CONTROLLER;
+use super::decide::{Decision, Reason, Refusal, Swap, decide, swap_patch};
+use crate::controller::FIELD_MANAGER;
+use crate::controller::error::Error;
+use crate::controller::telemetry::{Telemetry, key};
+use crate::metrics::Metrics;
+
+/// Patches tried per reconciliation when each one conflicts with another writer.
+const MAX_ATTEMPTS: usize = 5;
+
+pub struct Ctx {
+    pub client: Client,
+    pub default_image: Option<String>,
+    pub telemetry: Telemetry<Pod>,
+}
+
+impl Ctx {
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        default_image: Option<String>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Ctx {
+            client,
+            default_image,
+            telemetry: Telemetry::new(CONTROLLER, metrics, recorder),
+        }
+    }
+
+    /// Reports a problem once per pod, container and reason.
+    async fn report(&self, pod: &Pod, p: &Refusal) {
+        let reason = p.reason.as_str();
+        let once = format!("{}/{}/{reason}", pod.uid().unwrap_or_default(), p.container);
+        let t = &self.telemetry;
+        if !t.reported.first(once) {
+            return;
+        }
+        warn!(pod = %key(pod), container = %p.container, reason, "{}", p.message);
+        t.count("refuse", reason);
+        t.event(
+            pod,
+            EventType::Warning,
+            reason,
+            "SwapImage",
+            p.message.clone(),
+        )
+        .await;
+    }
+}
+
+/// What became of one patch.
+enum Patched {
+    Done,
+    /// The pod is gone: nothing left to do.
+    Gone,
+    /// It changed since it was read: here it is again.
+    Reread(Box<Pod>),
+}
+
+#[instrument(skip_all, fields(pod = %key(&*pod)))]
+pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _timer = ctx.telemetry.reconcile_started(&pod);
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let mut current = (*pod).clone();
+    for attempt in 1..=MAX_ATTEMPTS {
+        let Some(swaps) = decide_and_report(&current, &ctx).await else {
+            return Ok(Action::await_change());
+        };
+        match patch(&api, &current, &swaps, &ctx).await? {
+            Patched::Done => {
+                swapped(&ctx, &current, &swaps).await;
+                return Ok(Action::await_change());
+            }
+            Patched::Gone => return Ok(Action::await_change()),
+            Patched::Reread(p) => {
+                info!(pod = %key(&current), resource_version = %rv(&current), attempt, "conflict: the pod changed since it was read; re-reading");
+                current = *p;
+            }
+        }
+    }
+    Err(Error::StillConflicting {
+        object: key(&current),
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+fn rv(pod: &Pod) -> String {
+    pod.resource_version().unwrap_or_default()
+}
+
+/// Decides, logs the decision and reports its problems; the swaps to make, if any.
+async fn decide_and_report(pod: &Pod, ctx: &Ctx) -> Option<Vec<Swap>> {
+    let (rv, k) = (rv(pod), key(pod));
+    let (swaps, problems) = match decide(pod, ctx.default_image.as_deref()) {
+        Decision::Ignore(why) => {
+            debug!(pod = %k, resource_version = %rv, decision = "ignore", "{why}");
+            return None;
+        }
+        Decision::Wait(why) => {
+            info!(pod = %k, resource_version = %rv, decision = "wait", "{why}");
+            return None;
+        }
+        Decision::Done(why) => {
+            info!(pod = %k, resource_version = %rv, decision = "done", "{why}");
+            return None;
+        }
+        Decision::Act { swaps, problems } => (swaps, problems),
+    };
+    for p in &problems {
+        ctx.report(pod, p).await;
+    }
+    if swaps.is_empty() {
+        info!(pod = %k, resource_version = %rv, decision = "refuse", "not swapping: {} problem(s) reported", problems.len());
+        return None;
+    }
+    Some(swaps)
+}
+
+/// One patch of the images, guarded by the pod's resourceVersion.
+async fn patch(api: &Api<Pod>, pod: &Pod, swaps: &[Swap], ctx: &Ctx) -> Result<Patched, Error> {
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let patch = swap_patch(pod, swaps);
+    match api
+        .patch(&pod.name_any(), &params, &Patch::Strategic(&patch))
+        .await
+    {
+        Ok(_) => Ok(Patched::Done),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Patched::Gone),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            ctx.telemetry.conflict();
+            match api.get_opt(&pod.name_any()).await {
+                Ok(Some(p)) => Ok(Patched::Reread(Box::new(p))),
+                Ok(None) => Ok(Patched::Gone),
+                Err(e) => Err(Error::api(key(pod), "re-reading the pod", e)),
+            }
+        }
+        Err(e) => {
+            let names: Vec<_> = swaps.iter().map(|s| &s.container).collect();
+            let doing = format!("patching the image of sidecar(s) {names:?}");
+            let failed = Refusal {
+                container: String::new(),
+                reason: Reason::SwapFailed,
+                message: format!("{doing} failed: {e}"),
+            };
+            ctx.report(pod, &failed).await;
+            Err(Error::api(key(pod), doing, e))
+        }
+    }
+}
+
+async fn swapped(ctx: &Ctx, pod: &Pod, swaps: &[Swap]) {
+    for s in swaps {
+        ctx.telemetry.count("swap", "MainsCompleted");
+        info!(pod = %key(pod), resource_version = %rv(pod), decision = "swap", container = %s.container, from = %s.from, to = %s.to, "swapped sidecar image");
+    }
+    let list: Vec<String> = swaps
+        .iter()
+        .map(|s| format!("{:?} {} -> {}", s.container, s.from, s.to))
+        .collect();
+    let note = format!(
+        "main containers are done; swapped sidecar image(s) to end them: {}. The kubelet stops each one gracefully and starts its replacement, which exits 0",
+        list.join(", ")
+    );
+    ctx.telemetry
+        .event(pod, EventType::Normal, "SidecarSwapped", "SwapImage", note)
+        .await;
+}
+
+pub fn error_policy(pod: Arc<Pod>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.telemetry.failed(&pod, err)
+}

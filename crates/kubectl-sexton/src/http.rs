@@ -1,0 +1,121 @@
+//! The cluster side's HTTP endpoints: Prometheus metrics and health (and, later, the
+//! admission webhook) as axum routers, served by hyper with a bound on how long a client
+//! may take to send its request head, so that idle or slow connections cannot pile up.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tracing::debug;
+
+use crate::metrics::Metrics;
+
+/// A client has this long to send its request head, and a connection this long in all.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the health endpoints report.
+#[derive(Default)]
+pub struct Health {
+    /// The controller is connected and its caches are filled (or it is a healthy standby).
+    pub ready: AtomicBool,
+    /// Caches not filled yet.
+    pub pending: AtomicUsize,
+}
+
+impl Health {
+    /// One cache is filled; ready when all are.
+    pub fn one_ready(&self) {
+        if self.pending.fetch_sub(1, Ordering::Relaxed) <= 1 {
+            self.ready.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// `GET /metrics`: the OpenMetrics text.
+pub fn metrics_routes(metrics: Arc<Metrics>) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || async move {
+            (
+                [(
+                    header::CONTENT_TYPE,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )],
+                metrics.encode(),
+            )
+        }),
+    )
+}
+
+/// `GET /healthz` and `/livez` (the process answers) and `/readyz` (caches filled).
+pub fn health_routes(health: Arc<Health>) -> Router {
+    let alive = || async { "ok\n" };
+    Router::new()
+        .route("/healthz", get(alive))
+        .route("/livez", get(alive))
+        .route(
+            "/readyz",
+            get(move || async move {
+                if health.ready.load(Ordering::Relaxed) {
+                    (StatusCode::OK, "ok\n").into_response()
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+                }
+            }),
+        )
+}
+
+/// The address given by `flag` could not be listened on.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {flag}={addr}: {source}")]
+pub struct ListenError {
+    flag: &'static str,
+    addr: SocketAddr,
+    source: std::io::Error,
+}
+
+/// Binds `addr` now (so a taken port is a start-up error naming `flag`) and serves `router`
+/// on it in the background; returns the bound address (port 0 picks one).
+pub async fn serve(
+    addr: SocketAddr,
+    router: Router,
+    flag: &'static str,
+) -> Result<SocketAddr, ListenError> {
+    let error = |source| ListenError { flag, addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(error)?;
+    let bound = listener.local_addr().map_err(error)?;
+    tokio::spawn(accept_loop(listener, router));
+    Ok(bound)
+}
+
+async fn accept_loop(listener: TcpListener, router: Router) {
+    loop {
+        let conn = match listener.accept().await {
+            Ok((conn, _)) => conn,
+            Err(e) => {
+                // EMFILE and the like: back off instead of spinning.
+                debug!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(conn), service);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, served).await;
+        });
+    }
+}
