@@ -212,16 +212,25 @@ fn decode_yaml(text: &str) -> Result<Tombstone, DecodeError> {
     Ok(t)
 }
 
-fn yaml_scalar(raw: &str) -> Result<Val, String> {
+/// A scalar of kubexit's YAML that cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum ScalarError {
+    #[error("unterminated quoted string")]
+    Unterminated,
+    #[error("unexpected text after string: {0:?}")]
+    TrailingText(String),
+}
+
+fn yaml_scalar(raw: &str) -> Result<Val, ScalarError> {
     if raw.is_empty() || raw == "~" || raw.eq_ignore_ascii_case("null") {
         return Ok(Val::Null);
     }
     for q in ['"', '\''] {
         if let Some(rest) = raw.strip_prefix(q) {
-            let end = rest.find(q).ok_or("unterminated quoted string")?;
+            let end = rest.find(q).ok_or(ScalarError::Unterminated)?;
             let tail = rest[end + 1..].trim();
             if !(tail.is_empty() || tail.starts_with('#')) {
-                return Err(format!("unexpected text after string: {tail:?}"));
+                return Err(ScalarError::TrailingText(tail.to_string()));
             }
             return Ok(Val::Str(rest[..end].to_string()));
         }

@@ -290,19 +290,25 @@ struct WatchState {
     outage: Outage,
 }
 
-/// Follows one watch until it ends (server timeout, disconnect, error) or `stop` is set;
-/// `Err` carries a refusal that ends the wait, `Ok` means list again.
+/// Why a watch ended: list again, stop, or a refusal (its message) that ends the wait.
+enum WatchEnd {
+    ListAgain,
+    Stopped,
+    Refused(String),
+}
+
+/// Follows one watch until it ends (server timeout, disconnect, error) or `stop` is set.
 async fn follow(
     stream: impl futures_util::Stream<Item = kube::Result<WatchEvent<DynamicObject>>>,
     pod: &PodRef,
     state: &mut WatchState,
     stop: &AtomicBool,
     post: &impl Fn(Event),
-) -> Result<(), String> {
+) -> WatchEnd {
     let mut stream = std::pin::pin!(stream);
     while let Some(ev) = stream.next().await {
         if stop.load(Ordering::Relaxed) {
-            return Ok(());
+            return WatchEnd::Stopped;
         }
         match ev {
             Ok(WatchEvent::Added(p)) | Ok(WatchEvent::Modified(p)) => {
@@ -312,19 +318,19 @@ async fn follow(
             Ok(WatchEvent::Bookmark(_)) => {}
             Ok(WatchEvent::Error(e)) if e.code == 403 => {
                 let refused = state.forbidden.check(pod, format!("watch: {}", e.message));
-                return refused.map_or(Ok(()), Err);
+                return refused.map_or(WatchEnd::ListAgain, WatchEnd::Refused);
             }
             Ok(WatchEvent::Error(e)) => {
                 debug!("watch ended: {} ({}); listing again", e.message, e.code);
-                return Ok(());
+                return WatchEnd::ListAgain;
             }
             Err(e) => {
                 debug!("watch stream broke ({e}); listing again");
-                return Ok(());
+                return WatchEnd::ListAgain;
             }
         }
     }
-    Ok(())
+    WatchEnd::ListAgain
 }
 
 /// Reads, then watches, this pod until `stop` is set, posting what it says about container
@@ -376,8 +382,10 @@ async fn watch_pod(
                 Next::Retry => continue,
             },
         };
-        if let Err(fatal) = follow(stream, &pod, &mut state, &stop, &post).await {
-            return post(Event::ApiFatal(fatal));
+        match follow(stream, &pod, &mut state, &stop, &post).await {
+            WatchEnd::Refused(fatal) => return post(Event::ApiFatal(fatal)),
+            WatchEnd::Stopped => return,
+            WatchEnd::ListAgain => {}
         }
         // normal end of a watch (server timeout) or a disconnect: list again, after a
         // short pause so a restarting API server is not hammered

@@ -80,17 +80,27 @@ pub enum Which {
     EphemeralJob,
 }
 
+/// A flag value clap's own parsers do not check.
+#[derive(Debug, thiserror::Error)]
+pub enum BadValue {
+    #[error("expected sidecar-terminator or ephemeraljob")]
+    Controller,
+    #[error(transparent)]
+    Duration(#[from] sexton_core::duration::DurationError),
+    #[error("Lease times are whole seconds, at least 1s")]
+    NotWholeSeconds,
+}
+
 /// A controller name, spaces around it allowed (`a, b` in an env var).
-fn which(s: &str) -> Result<Which, String> {
-    Which::from_str(s.trim(), false)
-        .map_err(|_| "expected sidecar-terminator or ephemeraljob".to_string())
+fn which(s: &str) -> Result<Which, BadValue> {
+    Which::from_str(s.trim(), false).map_err(|_| BadValue::Controller)
 }
 
 /// Lease times: the lease manager counts in whole seconds.
-fn whole_seconds(raw: &str) -> Result<u64, String> {
-    let d = parse_go_duration(raw).map_err(|e| e.to_string())?;
+fn whole_seconds(raw: &str) -> Result<u64, BadValue> {
+    let d = parse_go_duration(raw)?;
     if d.subsec_nanos() != 0 || d.as_secs() == 0 {
-        return Err("Lease times are whole seconds, at least 1s".into());
+        return Err(BadValue::NotWholeSeconds);
     }
     Ok(d.as_secs())
 }
