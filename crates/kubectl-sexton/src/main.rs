@@ -3,6 +3,7 @@
 
 mod controller;
 mod http;
+mod inject;
 mod kube_client;
 mod logging;
 mod metrics;
@@ -13,7 +14,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "kubectl-sexton",
     version,
-    about = "sexton's cluster side: the SidecarTerminator and EphemeralJob controllers (also a kubectl plugin: `kubectl sexton ...`)",
+    about = "sexton's cluster side: inject sidecar handling into manifests, and the SidecarTerminator and EphemeralJob controllers (also a kubectl plugin: `kubectl sexton ...`)",
     arg_required_else_help = true
 )]
 struct Cli {
@@ -24,6 +25,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Controller(Box<controller::flags::Flags>),
+    Inject(Box<inject::InjectFlags>),
+    Uninject(inject::UninjectFlags),
     /// Print the EphemeralJob CustomResourceDefinition (YAML)
     Crd,
 }
@@ -32,6 +35,8 @@ fn main() {
     // Usage errors exit 2 and --help/--version 0, from clap.
     let code = match Cli::parse().command {
         Command::Controller(flags) => controller::main(*flags),
+        Command::Inject(flags) => inject::inject(*flags),
+        Command::Uninject(flags) => inject::uninject(flags),
         Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
     };
     std::process::exit(code);

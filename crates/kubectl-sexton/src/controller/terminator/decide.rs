@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
 
-pub const ENV_SIDECAR: &str = "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT";
-pub const ENV_SIDECAR_IMAGE: &str = "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE";
+pub use sexton_inject::{ENV_KRUISE_SIDECAR as ENV_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE as ENV_SIDECAR_IMAGE};
 /// Pod annotation recording the sidecars sexton swapped: a JSON object mapping container name
 /// to the image it had before. It is written in the same patch as the image, so a swap is
 /// never repeated, even by a restarted controller or after someone reverts the image.
@@ -133,9 +132,10 @@ pub fn named_image(c: &Container) -> Option<&str> {
     env_value(c, ENV_SIDECAR_IMAGE).filter(|v| !v.is_empty())
 }
 
+/// The marker rule `kubectl sexton inject` also reads sidecars by.
 pub fn is_sidecar(c: &Container) -> bool {
-    env_value(c, ENV_SIDECAR).is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        || named_image(c).is_some()
+    let env = c.env.as_deref().unwrap_or_default();
+    sexton_inject::kruise_marked(env.iter().map(|e| (e.name.as_str(), e.value.as_deref())))
 }
 
 /// The pod is Running (the only phase in which this controller may have to act).

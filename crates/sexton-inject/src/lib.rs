@@ -1,0 +1,40 @@
+//! sexton's manifest mutation: one declaration of which containers are sidecars, and
+//! sexton picks how they are made to end.
+//!
+//! - `native`: sidecars become init containers with `restartPolicy: Always` (Kubernetes
+//!   ≥ 1.29 on ordinary nodes);
+//! - `wrap`: every container runs behind the in-pod supervisor, sidecars with death
+//!   dependencies on the mains (anywhere, virtual-kubelet nodes included);
+//! - `controller`: sidecars get the SidecarTerminator's markers, for the controller to end;
+//! - `auto`: the first of these that works for the template.
+//!
+//! Pure: objects (`serde_json::Value`) in, objects out, edited in place so that fields this
+//! crate does not know survive. The one outside input is the images' ENTRYPOINT and CMD,
+//! which `wrap` needs for containers that set no `command`; it comes through [`Resolve`].
+//! Every change is recorded in the annotation `sexton.dev/injected` on the pod template,
+//! from which [`uninject`] restores the original, and which makes injecting twice the same
+//! as injecting once.
+
+mod choose;
+mod entrypoint;
+mod markers;
+mod native;
+mod options;
+mod record;
+mod report;
+mod resource;
+mod sidecars;
+mod template;
+mod terminator;
+mod wrap;
+
+pub use entrypoint::{ImageCommand, Resolve, Unresolved};
+pub use markers::{ENV_KRUISE_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE, kruise_marked};
+pub use options::{Mechanism, Options, Position, Strategy, StrategyError};
+pub use record::ANNOTATION_INJECTED;
+pub use report::{Outcome, Report};
+pub use resource::{entrypoints_needed, inject, uninject};
+pub use sidecars::ANNOTATION_SIDECARS;
+
+/// The template annotation that chooses the strategy (`native`, `wrap`, `auto`, `disabled`).
+pub const ANNOTATION_INJECT: &str = "sexton.dev/inject";

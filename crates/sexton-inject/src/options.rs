@@ -1,0 +1,97 @@
+//! What the caller asks for: the strategy, extra sidecar names, and the facts `auto` decides
+//! on (the cluster's Kubernetes version); and what was done (`Mechanism`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How sidecars should be made to end (`--strategy`, or the annotation `sexton.dev/inject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    Native,
+    Wrap,
+    #[default]
+    Auto,
+    Disabled,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a strategy (native, wrap, auto or disabled)")]
+pub struct StrategyError(pub String);
+
+impl FromStr for Strategy {
+    type Err = StrategyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "native" => Ok(Strategy::Native),
+            "wrap" => Ok(Strategy::Wrap),
+            "auto" => Ok(Strategy::Auto),
+            "disabled" => Ok(Strategy::Disabled),
+            _ => Err(StrategyError(s.to_string())),
+        }
+    }
+}
+
+/// What was done to a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mechanism {
+    /// Sidecars moved to `initContainers` with `restartPolicy: Always`.
+    Native,
+    /// Every container behind the in-pod supervisor; sidecars die with the mains.
+    Wrap,
+    /// Sidecars marked for the SidecarTerminator controller.
+    Controller,
+}
+
+impl Mechanism {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mechanism::Native => "native",
+            Mechanism::Wrap => "wrap",
+            Mechanism::Controller => "controller",
+        }
+    }
+}
+
+impl fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where native sidecars go among the existing init containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Position {
+    /// After them: the init containers run first, as before (the default).
+    #[default]
+    Last,
+    /// Before them: for sidecars that init containers need (a mesh proxy).
+    First,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Used where the template has no `sexton.dev/inject` annotation.
+    pub strategy: Strategy,
+    /// `--sidecar`: names of sidecars, where nothing in the template says which are.
+    pub sidecars: Vec<String>,
+    pub position: Position,
+    /// The cluster's version (major, minor), when known: below 1.29, `auto` does not
+    /// choose native sidecars.
+    pub kubernetes_version: Option<(u32, u32)>,
+    /// The image of `sexton install` (the wrap strategy's init container).
+    pub sexton_image: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            strategy: Strategy::Auto,
+            sidecars: vec![],
+            position: Position::Last,
+            kubernetes_version: None,
+            sexton_image: format!("sexton:{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}

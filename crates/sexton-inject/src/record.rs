@@ -1,0 +1,172 @@
+//! The record of an injection, kept in the pod template's annotation `sexton.dev/injected`:
+//! what was done (mechanism, sidecars, mains) and how to undo it (the fields each changed
+//! container had, what was moved and what was added). `uninject` puts back exactly what
+//! sexton changed and nothing else, so edits made since to other fields are kept.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::options::Mechanism;
+use crate::template::{Absent, Template, list_at, name, restore_field};
+
+pub const ANNOTATION_INJECTED: &str = "sexton.dev/injected";
+
+/// The record's format; a newer one is refused rather than misread.
+const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    pub version: u32,
+    pub mechanism: Mechanism,
+    pub sidecars: Vec<String>,
+    pub mains: Vec<String>,
+    /// Containers whose fields sexton changed: the fields as they were (`null`: absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<Changed>,
+    /// Sidecars moved from `containers` to `initContainers`, with their former index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<Moved>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_init_containers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_volumes: Vec<String>,
+    /// `spec` lists that sexton created (`initContainers`, `volumes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created_lists: Vec<String>,
+    #[serde(default)]
+    pub absent: Absent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Changed {
+    pub name: String,
+    pub fields: BTreeMap<String, Option<Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Moved {
+    pub name: String,
+    pub index: usize,
+}
+
+/// A record that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("annotation {ANNOTATION_INJECTED} cannot be read ({0}); remove it by hand")]
+    Unreadable(String),
+    #[error(
+        "annotation {ANNOTATION_INJECTED} has version {0}, newer than this kubectl-sexton knows ({VERSION}); use a newer one"
+    )]
+    Newer(u32),
+}
+
+impl Record {
+    pub fn new(mechanism: Mechanism, sidecars: &[String], mains: &[String]) -> Record {
+        Record {
+            version: VERSION,
+            mechanism,
+            sidecars: sidecars.to_vec(),
+            mains: mains.to_vec(),
+            changed: vec![],
+            moved: vec![],
+            added_init_containers: vec![],
+            added_volumes: vec![],
+            created_lists: vec![],
+            absent: Absent::default(),
+        }
+    }
+
+    /// Notes the current value of `field` of `container`, the first time it is changed.
+    pub fn before_change(&mut self, container: &Value, field: &str) {
+        let n = name(container);
+        let idx = match self.changed.iter().position(|c| c.name == n) {
+            Some(i) => i,
+            None => {
+                self.changed.push(Changed {
+                    name: n.to_string(),
+                    fields: BTreeMap::new(),
+                });
+                self.changed.len() - 1
+            }
+        };
+        self.changed[idx]
+            .fields
+            .entry(field.to_string())
+            .or_insert_with(|| container.get(field).cloned().filter(|v| !v.is_null()));
+    }
+
+    /// Notes that `spec.<key>` is about to be created, if it does not exist.
+    pub fn before_list(&mut self, t: &Template, key: &str) {
+        if !t.has_spec_key(key) && !self.created_lists.iter().any(|k| k == key) {
+            self.created_lists.push(key.to_string());
+        }
+    }
+
+    /// Writes the record into the template.
+    pub fn save(mut self, t: &mut Template) {
+        self.absent = t.absent();
+        let json = serde_json::to_string(&self).expect("a record serializes");
+        t.set_annotation(ANNOTATION_INJECTED, json);
+    }
+}
+
+/// The record of a template, if it was injected.
+pub fn read(t: &Template) -> Option<Result<Record, RecordError>> {
+    let raw = t.annotation(ANNOTATION_INJECTED)?;
+    let parsed = serde_json::from_str::<Value>(raw)
+        .map_err(|e| RecordError::Unreadable(e.to_string()))
+        .and_then(|v| match v["version"].as_u64() {
+            Some(n) if n > VERSION as u64 => Err(RecordError::Newer(n as u32)),
+            _ => serde_json::from_value(v).map_err(|e| RecordError::Unreadable(e.to_string())),
+        });
+    Some(parsed)
+}
+
+/// Undoes what `record` says was done to `t`, and removes the record.
+pub fn undo(t: &mut Template, record: &Record) {
+    move_back(t, &record.moved);
+    for c in &record.changed {
+        if let Some(container) = t.container_mut(&c.name) {
+            for (field, old) in &c.fields {
+                restore_field(container, field, old);
+            }
+        }
+    }
+    remove_named(t, "initContainers", &record.added_init_containers);
+    remove_named(t, "volumes", &record.added_volumes);
+    for key in &record.created_lists {
+        t.drop_empty_list(key);
+    }
+    t.remove_annotation(ANNOTATION_INJECTED, record.absent);
+}
+
+/// Removes the items of `spec.<key>` named in `names` (if the list exists).
+fn remove_named(t: &mut Template, key: &str, names: &[String]) {
+    if names.is_empty() || !t.has_spec_key(key) {
+        return;
+    }
+    t.spec_list_mut(key)
+        .retain(|c| !names.iter().any(|n| n == name(c)));
+}
+
+/// Sidecars moved to `initContainers` go back into `containers` at their former index.
+fn move_back(t: &mut Template, moved: &[Moved]) {
+    let mut sorted: Vec<&Moved> = moved.iter().collect();
+    sorted.sort_by_key(|m| m.index);
+    for m in sorted {
+        if !t.has_spec_key("initContainers") {
+            return;
+        }
+        let inits = t.spec_list_mut("initContainers");
+        let Some(i) = inits.iter().position(|c| name(c) == m.name) else {
+            continue;
+        };
+        let c = inits.remove(i);
+        let containers = list_at(t.0.get_mut("spec").expect("a spec"), "containers");
+        let at = m.index.min(containers.len());
+        containers.insert(at, c);
+    }
+}

@@ -1,0 +1,224 @@
+//! The entry points: find the pod template of each object (Pod, the workloads, CronJob,
+//! and the items of a List), and inject or uninject it. A template is replaced only when it
+//! was injected; any other outcome leaves the object exactly as it came.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::choose::{native_unavailable, strategy};
+use crate::entrypoint::{ImageCommand, Resolve, Unresolved};
+use crate::native::native;
+use crate::options::{Mechanism, Options, Strategy};
+use crate::record::{self, Record};
+use crate::report::{Outcome, Refusal, Report};
+use crate::sidecars::{Roles, roles};
+use crate::template::Template;
+use crate::terminator::mark;
+use crate::wrap::wrap;
+
+/// Where the pod template of each kind is.
+fn template_path(kind: &str) -> Option<&'static [&'static str]> {
+    match kind {
+        "Pod" => Some(&[]),
+        "Job"
+        | "Deployment"
+        | "StatefulSet"
+        | "DaemonSet"
+        | "ReplicaSet"
+        | "ReplicationController" => Some(&["spec", "template"]),
+        "CronJob" => Some(&["spec", "jobTemplate", "spec", "template"]),
+        _ => None,
+    }
+}
+
+/// `job/backup`, as kubectl names objects.
+fn resource_id(obj: &Value) -> String {
+    let kind = obj["kind"]
+        .as_str()
+        .unwrap_or("object")
+        .to_ascii_lowercase();
+    let meta = &obj["metadata"];
+    let name = meta["name"]
+        .as_str()
+        .or_else(|| meta["generateName"].as_str())
+        .unwrap_or("(unnamed)");
+    format!("{kind}/{name}")
+}
+
+/// Calls `each` on the pod template of `doc` (of each item, for a List).
+fn for_each_template(
+    doc: &mut Value,
+    each: &mut dyn FnMut(&mut Template) -> Outcome,
+) -> Vec<Report> {
+    let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+    if kind.ends_with("List") && doc["items"].is_array() {
+        let items = doc["items"].as_array_mut().expect("a list");
+        return items
+            .iter_mut()
+            .flat_map(|item| for_each_template(item, each))
+            .collect();
+    }
+    let resource = resource_id(doc);
+    let Some(path) = template_path(&kind) else {
+        return vec![Report {
+            resource,
+            outcome: Outcome::Skipped,
+        }];
+    };
+    let outcome = match path.iter().try_fold(&mut *doc, |v, key| v.get_mut(*key)) {
+        Some(t) if t["spec"]["containers"].is_array() => each(&mut Template(t)),
+        _ => Outcome::Refused(format!(
+            "{}spec.containers is missing or not a list",
+            path.iter().map(|k| format!("{k}.")).collect::<String>()
+        )),
+    };
+    vec![Report { resource, outcome }]
+}
+
+/// Injects every pod template of `doc`, one report per object.
+pub fn inject(doc: &mut Value, opts: &Options, resolver: &dyn Resolve) -> Vec<Report> {
+    for_each_template(doc, &mut |t| {
+        let mut copy = t.0.clone();
+        let outcome = inject_template(&mut Template(&mut copy), opts, resolver);
+        if matches!(outcome, Outcome::Injected { .. }) {
+            *t.0 = copy;
+        }
+        outcome
+    })
+}
+
+/// Restores every injected pod template of `doc` to what it was.
+pub fn uninject(doc: &mut Value) -> Vec<Report> {
+    for_each_template(doc, &mut |t| match record::read(t) {
+        None => Outcome::Unchanged("not injected".into()),
+        Some(Err(e)) => Outcome::Refused(e.to_string()),
+        Some(Ok(r)) => {
+            record::undo(t, &r);
+            Outcome::Restored
+        }
+    })
+}
+
+/// The images whose ENTRYPOINT and CMD injecting `doc` would look up.
+pub fn entrypoints_needed(doc: &Value, opts: &Options) -> Vec<String> {
+    struct Recorder(RefCell<BTreeSet<String>>);
+    impl Resolve for Recorder {
+        fn resolve(&self, image: &str) -> Result<ImageCommand, Unresolved> {
+            self.0.borrow_mut().insert(image.to_string());
+            Ok(ImageCommand {
+                entrypoint: vec!["/looked-up".into()],
+                cmd: vec![],
+            })
+        }
+    }
+    let recorder = Recorder(RefCell::default());
+    inject(&mut doc.clone(), opts, &recorder);
+    recorder.0.into_inner().into_iter().collect()
+}
+
+/// One template: a previous injection undone first (so injecting twice is injecting once),
+/// then the strategy applied.
+fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> Outcome {
+    match record::read(t) {
+        Some(Err(e)) => return Outcome::Refused(e.to_string()),
+        Some(Ok(r)) => record::undo(t, &r),
+        None => {}
+    }
+    let (strategy, from_annotation) = match strategy(t, opts) {
+        Ok(s) => s,
+        Err(e) => return Outcome::Refused(e),
+    };
+    if strategy == Strategy::Disabled {
+        let by = if from_annotation {
+            "annotation sexton.dev/inject"
+        } else {
+            "--strategy"
+        };
+        return Outcome::Unchanged(format!("disabled by {by}"));
+    }
+    let roles = match roles(t, &opts.sidecars) {
+        Ok(Some(r)) => r,
+        Ok(None) => return Outcome::Unchanged("no sidecars".into()),
+        Err(e) => return Outcome::Refused(e.to_string()),
+    };
+    if roles.mains.is_empty() {
+        return Outcome::Refused(format!(
+            "every container is a sidecar ({}), so there is no main container to wait for",
+            roles.source
+        ));
+    }
+    match apply(t, &roles, strategy, opts, resolver) {
+        Ok((record, note)) => {
+            let outcome = Outcome::Injected {
+                mechanism: record.mechanism,
+                sidecars: roles.sidecars.clone(),
+                note,
+            };
+            record.save(t);
+            outcome
+        }
+        Err(refusals) => Outcome::Refused(
+            refusals
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    }
+}
+
+type Applied = Result<(Record, Option<String>), Vec<Refusal>>;
+
+/// The strategy's mechanism, or for `auto` the first that works: native, wrap, controller.
+fn apply(
+    t: &mut Template,
+    roles: &Roles,
+    strategy: Strategy,
+    opts: &Options,
+    resolver: &dyn Resolve,
+) -> Applied {
+    let mut tried = vec![];
+    let order: &[Mechanism] = match strategy {
+        Strategy::Native => &[Mechanism::Native],
+        Strategy::Wrap => &[Mechanism::Wrap],
+        _ => &[Mechanism::Native, Mechanism::Wrap, Mechanism::Controller],
+    };
+    for &m in order {
+        let mut copy = t.0.clone();
+        let mut attempt = Template(&mut copy);
+        match one(&mut attempt, m, roles, opts, resolver) {
+            Ok(record) => {
+                *t.0 = copy;
+                let note = (!tried.is_empty()).then(|| {
+                    tried
+                        .iter()
+                        .map(|r: &Refusal| format!("not {r}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                });
+                return Ok((record, note));
+            }
+            Err(r) => tried.push(r),
+        }
+    }
+    Err(tried)
+}
+
+fn one(
+    t: &mut Template,
+    m: Mechanism,
+    roles: &Roles,
+    opts: &Options,
+    resolver: &dyn Resolve,
+) -> Result<Record, Refusal> {
+    match m {
+        Mechanism::Native => match native_unavailable(t.spec(), opts) {
+            Some(why) => Err(Refusal::new(Mechanism::Native, why)),
+            None => native(t, roles, opts.position),
+        },
+        Mechanism::Wrap => wrap(t, roles, opts, resolver),
+        Mechanism::Controller => mark(t, roles),
+    }
+}

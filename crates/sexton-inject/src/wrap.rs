@@ -1,0 +1,231 @@
+//! `wrap`: the in-pod supervisor, as `examples/job-sidecar.yaml` does by hand. An init
+//! container copies the static `sexton` into an `emptyDir`; every container of
+//! `spec.containers` runs its own process behind `/sexton/sexton --`, records its life in a
+//! memory-backed graveyard `emptyDir`, and each sidecar has the mains as death
+//! dependencies, with a grace period that fits in the pod's `terminationGracePeriodSeconds`.
+//! Works wherever the pod runs (virtual-kubelet nodes included), on any Kubernetes version.
+
+use serde_json::{Value, json};
+
+use crate::entrypoint::{Resolve, needs_image, wrapped};
+use crate::markers::{has_env, has_marker, strip_markers};
+use crate::options::{Mechanism, Options};
+use crate::record::Record;
+use crate::report::Refusal;
+use crate::sidecars::Roles;
+use crate::template::{Template, name};
+
+pub const INSTALL: &str = "sexton-install";
+pub const BIN_VOLUME: &str = "sexton-bin";
+pub const GRAVEYARD_VOLUME: &str = "sexton-graveyard";
+const BIN_PATH: &str = "/sexton";
+const GRAVEYARD_PATH: &str = "/sexton-graveyard";
+/// The kubelet's default `terminationGracePeriodSeconds`.
+const DEFAULT_POD_GRACE: i64 = 30;
+
+fn refuse(message: String) -> Refusal {
+    Refusal::new(Mechanism::Wrap, message)
+}
+
+pub fn wrap(
+    t: &mut Template,
+    roles: &Roles,
+    opts: &Options,
+    resolver: &dyn Resolve,
+) -> Result<Record, Refusal> {
+    check_pod(t)?;
+    let mut commands = vec![];
+    for c in t.containers() {
+        check_container(c)?;
+        commands.push(wrapped_command(c, resolver)?);
+    }
+    let mut record = Record::new(Mechanism::Wrap, &roles.sidecars, &roles.mains);
+    add_volumes(t, &mut record);
+    add_install(t, opts, &mut record);
+    let grace = sidecar_grace(t.spec());
+    for (name_, (command, args)) in t.container_names().into_iter().zip(commands) {
+        let deps = roles
+            .sidecars
+            .contains(&name_)
+            .then(|| roles.mains.join(","));
+        let c = t.container_mut(&name_).expect("a container");
+        set_command(c, command, args, &mut record);
+        add_env(c, &name_, deps.as_deref(), grace, &mut record);
+        add_mounts(c, &mut record);
+    }
+    Ok(record)
+}
+
+/// What the pod as a whole must allow.
+fn check_pod(t: &Template) -> Result<(), Refusal> {
+    if let Some(os) = t.spec()["os"]["name"].as_str().filter(|o| *o != "linux") {
+        return Err(refuse(format!(
+            "spec.os.name is {os:?}; the supervisor is a Linux binary: use --strategy native"
+        )));
+    }
+    for v in [BIN_VOLUME, GRAVEYARD_VOLUME] {
+        if t.spec()["volumes"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| name(x) == v))
+        {
+            return Err(refuse(format!(
+                "spec.volumes already has a volume named {v:?}"
+            )));
+        }
+    }
+    if t.init_containers().iter().any(|c| name(c) == INSTALL) {
+        return Err(refuse(format!(
+            "spec.initContainers already has a container named {INSTALL:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// What each container must allow: not wrapped already, nothing at sexton's paths.
+fn check_container(c: &Value) -> Result<(), Refusal> {
+    let n = name(c);
+    let first = c["command"][0].as_str().unwrap_or_default();
+    let program = first.rsplit('/').next().unwrap_or_default();
+    if program == "sexton" || program == "kubexit" {
+        return Err(refuse(format!(
+            "container {n:?} already runs {first:?} (command); it is wrapped already"
+        )));
+    }
+    if has_env(c, "KUBEXIT_GRAVEYARD") {
+        return Err(refuse(format!(
+            "container {n:?} already sets KUBEXIT_GRAVEYARD (wired for kubexit); remove the kubexit wiring first"
+        )));
+    }
+    let taken = c["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| {
+            let p = m["mountPath"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_end_matches('/');
+            p == BIN_PATH || p == GRAVEYARD_PATH
+        });
+    if let Some(m) = taken {
+        return Err(refuse(format!(
+            "container {n:?} already mounts a volume at {}, where sexton's volumes go",
+            m["mountPath"]
+        )));
+    }
+    Ok(())
+}
+
+/// The container's command and args behind the supervisor; the image is looked up only
+/// when the container sets no `command`.
+fn wrapped_command(
+    c: &Value,
+    resolver: &dyn Resolve,
+) -> Result<(Vec<String>, Option<Vec<String>>), Refusal> {
+    let (n, image) = (name(c), c["image"].as_str().unwrap_or_default());
+    let looked_up = match needs_image(c) {
+        false => None,
+        true => Some(resolver.resolve(image).map_err(|e| {
+            refuse(format!(
+                "container {n:?} sets no command, and the ENTRYPOINT of image {image:?} cannot be read ({e}): set `command` on the container"
+            ))
+        })?),
+    };
+    wrapped(c, looked_up.as_ref()).ok_or_else(|| {
+        refuse(format!(
+            "container {n:?}: image {image:?} has neither ENTRYPOINT nor CMD and the container sets neither command nor args: nothing to run"
+        ))
+    })
+}
+
+fn add_volumes(t: &mut Template, record: &mut Record) {
+    record.before_list(t, "volumes");
+    t.spec_list_mut("volumes").extend([
+        json!({"name": BIN_VOLUME, "emptyDir": {"sizeLimit": "20Mi"}}),
+        // memory-backed: tombstone writes stay off the node's disk (and fsync is free)
+        json!({"name": GRAVEYARD_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}),
+    ]);
+    record.added_volumes = vec![BIN_VOLUME.into(), GRAVEYARD_VOLUME.into()];
+}
+
+/// `sexton install`, first of the init containers, admitted under the `restricted` Pod
+/// Security Standard and within common LimitRanges.
+fn add_install(t: &mut Template, opts: &Options, record: &mut Record) {
+    record.before_list(t, "initContainers");
+    let install = json!({
+        "name": INSTALL,
+        "image": opts.sexton_image,
+        "args": ["install", "/out"],
+        "volumeMounts": [{"name": BIN_VOLUME, "mountPath": "/out"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": {
+            "runAsNonRoot": true,
+            "runAsUser": 65532,
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}
+        }
+    });
+    t.spec_list_mut("initContainers").insert(0, install);
+    record.added_init_containers = vec![INSTALL.into()];
+}
+
+/// How long a sidecar has between SIGTERM and SIGKILL once the mains are done: inside the
+/// pod's grace period, so that on pod deletion the supervisor, not the kubelet, kills it.
+fn sidecar_grace(spec: &Value) -> i64 {
+    let pod = spec["terminationGracePeriodSeconds"]
+        .as_i64()
+        .unwrap_or(DEFAULT_POD_GRACE);
+    if pod > 10 { pod - 5 } else { (pod / 2).max(1) }
+}
+
+fn set_command(
+    c: &mut Value,
+    command: Vec<String>,
+    args: Option<Vec<String>>,
+    record: &mut Record,
+) {
+    record.before_change(c, "command");
+    record.before_change(c, "args");
+    c["command"] = json!(command);
+    match args {
+        Some(a) => c["args"] = json!(a),
+        None => {
+            c.as_object_mut().expect("an object").remove("args");
+        }
+    }
+}
+
+/// The supervisor's settings, where the container does not set them itself; OpenKruise's
+/// markers go (the supervisor ends the sidecar, the SidecarTerminator must not).
+fn add_env(c: &mut Value, name_: &str, death_deps: Option<&str>, grace: i64, record: &mut Record) {
+    let mut vars = vec![
+        ("KUBEXIT_NAME", name_.to_string()),
+        ("KUBEXIT_GRAVEYARD", GRAVEYARD_PATH.into()),
+    ];
+    if let Some(deps) = death_deps {
+        vars.push(("KUBEXIT_DEATH_DEPS", deps.into()));
+        vars.push(("KUBEXIT_GRACE_PERIOD", format!("{grace}s")));
+    }
+    let missing: Vec<_> = vars.into_iter().filter(|(k, _)| !has_env(c, k)).collect();
+    if missing.is_empty() && !has_marker(c) {
+        return;
+    }
+    record.before_change(c, "env");
+    strip_markers(c);
+    let env = crate::template::list_at(c, "env");
+    env.extend(
+        missing
+            .into_iter()
+            .map(|(k, v)| json!({"name": k, "value": v})),
+    );
+}
+
+fn add_mounts(c: &mut Value, record: &mut Record) {
+    record.before_change(c, "volumeMounts");
+    crate::template::list_at(c, "volumeMounts").extend([
+        json!({"name": BIN_VOLUME, "mountPath": BIN_PATH, "readOnly": true}),
+        json!({"name": GRAVEYARD_VOLUME, "mountPath": GRAVEYARD_PATH}),
+    ]);
+}
