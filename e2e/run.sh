@@ -17,6 +17,8 @@
 #    and the Job fails because main did.
 # 6  The kubelet's API through the API server: `kubectl logs` returns a container's output
 #    and `kubectl exec` runs commands in it, exit codes included.
+# 7  `kubectl-sexton inject`: a Job whose marked sidecar sits in spec.containers, injected
+#    native and wrap: main 0 -> Job Complete, main 1 -> Job Failed, the sidecar ended in all.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -145,5 +147,35 @@ scenario6() {
   pass "6: kubectl logs returns the container's output; kubectl exec runs in the container (exit 3 passed on)"
 }
 
-[ $# -gt 0 ] || set -- 1 2 3 4 5 6
+# the pod's containers and init containers: phase name=exit ...
+all_states() {
+  kubectl -n "$1" get pods -l "job-name=$2" \
+    -o jsonpath='{range .items[*]}{.status.phase}{range .status.initContainerStatuses[*]} {.name}={.state.terminated.exitCode}{end}{range .status.containerStatuses[*]} {.name}={.state.terminated.exitCode}{end}{end}'
+}
+
+scenario7() {
+  local ns s c job want; ns=$(fresh_ns inject)
+  for s in native wrap; do
+    for c in 0 1; do
+      sed -e "s/MAIN_CODE/$c/g" -e "s/STRATEGY/$s/g" "$M/job-inject.yaml" \
+        | "$CTL_BIN" inject --strategy "$s" --sexton-image sexton:e2e -f - 2>/dev/null \
+        | kubectl -n "$ns" apply -f - >/dev/null || fail "7: inject $s failed"
+    done
+  done
+  for s in native wrap; do
+    for c in 0 1; do
+      job="inject-$s-$c"
+      if [ "$c" = 0 ]; then want=Complete; else want=Failed; fi
+      kubectl -n "$ns" wait --for=condition=$want "job/$job" --timeout=120s >/dev/null \
+        || fail "7: $job not $want: $(all_states "$ns" "$job")"
+    done
+  done
+  [ "$(all_states "$ns" inject-native-0)" = "Succeeded proxy=0 main=0" ] || fail "7: native-0: $(all_states "$ns" inject-native-0)"
+  [ "$(all_states "$ns" inject-native-1)" = "Failed proxy=0 main=1" ] || fail "7: native-1: $(all_states "$ns" inject-native-1)"
+  [ "$(all_states "$ns" inject-wrap-0)" = "Succeeded sexton-install=0 main=0 proxy=0" ] || fail "7: wrap-0: $(all_states "$ns" inject-wrap-0)"
+  [ "$(all_states "$ns" inject-wrap-1)" = "Failed sexton-install=0 main=1 proxy=0" ] || fail "7: wrap-1: $(all_states "$ns" inject-wrap-1)"
+  pass "7: injected native and wrap: main 0 -> Complete, main 1 -> Failed; the sidecar ended with 0 in all four"
+}
+
+[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7
 for n in "$@"; do "scenario$n"; done
