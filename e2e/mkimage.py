@@ -3,7 +3,9 @@
 files on this machine, because no image can be pulled here.
 
   mkimage.py OUT.tar NAME:TAG [--entrypoint JSON] [--cmd JSON] [--user U] [--env K=V]...
-             SRC:DEST[:MODE] ...     (copy file SRC to DEST in the image; DEST/ makes a dir)
+             [--arch ARCH [--variant V]] SRC:DEST[:MODE] ...
+             (copy file SRC to DEST in the image; DEST/ makes a dir; ARCH, default amd64, is
+             what the config says: the images of a multi-platform index, scripts/registry.sh)
 """
 import argparse, hashlib, io, json, os, tarfile, time
 
@@ -12,6 +14,7 @@ p.add_argument("out"); p.add_argument("name")
 p.add_argument("--entrypoint", default="null"); p.add_argument("--cmd", default="null")
 p.add_argument("--user", default=""); p.add_argument("--env", action="append", default=[])
 p.add_argument("--symlink", action="append", default=[], help="LINK=TARGET")
+p.add_argument("--arch", default="amd64"); p.add_argument("--variant", default="")
 p.add_argument("files", nargs="*")
 a = p.parse_intermixed_args()
 
@@ -43,7 +46,8 @@ with tarfile.open(fileobj=layer, mode="w", format=tarfile.PAX_FORMAT) as t:
 layer_bytes = layer.getvalue()
 diff_id = "sha256:" + hashlib.sha256(layer_bytes).hexdigest()
 config = {
-    "architecture": "amd64", "os": "linux", "created": "1970-01-01T00:00:00Z",
+    "architecture": a.arch, **({"variant": a.variant} if a.variant else {}),
+    "os": "linux", "created": "1970-01-01T00:00:00Z",
     "config": {"Entrypoint": json.loads(a.entrypoint), "Cmd": json.loads(a.cmd),
                "Env": ["PATH=/usr/local/bin:/usr/bin:/bin:/sbin"] + a.env,
                **({"User": a.user} if a.user else {})},

@@ -39,11 +39,18 @@ need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
 # built from Go modules on first use (cached in ~/.cache/sexton-testenv), started on
 # 127.0.0.1, and stopped again at the end if this run started it (with the e2e node: a
 # failed `down`, such as a containerd shim left behind, fails the run).
-if ! scripts/testenv.sh status >/dev/null 2>&1; then
-  # shellcheck disable=SC2154  # rc is assigned by the trap itself
-  trap 'rc=$?; scripts/e2e-cluster.sh down || rc=1; scripts/testenv.sh down; exit $rc' EXIT
-fi
+# The same for the test registries of tests/registry.rs (scripts/registry.sh: Debian's
+# docker-registry and skopeo, installed by `up` if missing).
+STOP_TESTENV=0 STOP_REGISTRY=0
+scripts/testenv.sh status >/dev/null 2>&1 || STOP_TESTENV=1
+scripts/registry.sh status >/dev/null 2>&1 || STOP_REGISTRY=1
+# shellcheck disable=SC2154  # rc is assigned by the trap itself
+trap 'rc=$?
+  if [ $STOP_TESTENV = 1 ]; then scripts/e2e-cluster.sh down || rc=1; scripts/testenv.sh down; fi
+  if [ $STOP_REGISTRY = 1 ]; then scripts/registry.sh down || rc=1; fi
+  exit $rc' EXIT
 scripts/testenv.sh up
+scripts/registry.sh up
 
 # The layers (docs/architecture.md): the in-pod binary links none of the cluster side's
 # crates, and the pure core nothing that does I/O.

@@ -5,13 +5,16 @@
 //! - `scratch`: a scratch directory per test and the processes a test starts in it.
 //! - `proxy`: `kubectl proxy` and a relay that holds one request, to make the real API
 //!   server answer at the moment a test chooses.
+//! - `registry`: the test container registries (`scripts/registry.sh`).
 
 mod cluster;
 mod proxy;
+mod registry;
 mod scratch;
 
 pub use cluster::*;
 pub use proxy::*;
+pub use registry::*;
 pub use scratch::*;
 
 use std::time::{Duration, Instant};

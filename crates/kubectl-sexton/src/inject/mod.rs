@@ -12,6 +12,7 @@ mod registry;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use serde_json::Value;
@@ -19,7 +20,7 @@ use sexton_inject::{ImageCommand, Options, Position, Report, Resolve, Strategy, 
 
 use crate::logging;
 use manifest::{Format, read_all, write};
-use registry::{RegistryOpts, lookup_all};
+use registry::{Platform, RegistryOpts, lookup_all};
 
 const REFUSED: i32 = 1;
 const UNUSABLE: i32 = 2;
@@ -60,15 +61,18 @@ pub struct InjectFlags {
 /// How wrap looks up images' ENTRYPOINT and CMD.
 #[derive(Args, Debug)]
 struct RegistryFlags {
-    /// The platform read from multi-platform images (OS/ARCH[/VARIANT])
-    #[arg(long, value_name = "OS/ARCH", default_value = "linux/amd64")]
-    platform: String,
+    /// The platform whose image is read from multi-platform images, that of the nodes the pods run on (OS/ARCH[/VARIANT])
+    #[arg(long, value_name = "OS/ARCH", default_value = "linux/amd64", value_parser = Platform::parse)]
+    platform: Platform,
     /// A registry reached over plain HTTP (HOST[:PORT]); repeatable
     #[arg(long, value_name = "HOST")]
     insecure_registry: Vec<String>,
     /// Registry credentials (a docker config.json; default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json, if present)
     #[arg(long, value_name = "FILE")]
     registry_config: Option<PathBuf>,
+    /// The longest one image's lookup may take (connection, authentication, manifests, config)
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = registry::timeout)]
+    registry_timeout: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -140,6 +144,7 @@ impl InjectFlags {
             platform: self.registry.platform.clone(),
             insecure: self.registry.insecure_registry.clone(),
             docker_config: self.registry.registry_config.clone(),
+            timeout: self.registry.registry_timeout,
         }
     }
 }
