@@ -15,6 +15,7 @@
 //! from which [`uninject`] restores the original, and which makes injecting twice the same
 //! as injecting once.
 
+mod admission;
 mod choose;
 mod entrypoint;
 mod markers;
@@ -28,6 +29,7 @@ mod template;
 mod terminator;
 mod wrap;
 
+pub use admission::{ANNOTATION_NATIVE, Admission, Scope, admit};
 pub use entrypoint::{ImageCommand, Resolve, Unresolved};
 pub use markers::{ENV_KRUISE_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE, kruise_marked};
 pub use options::{Mechanism, Options, Position, Strategy, StrategyError};

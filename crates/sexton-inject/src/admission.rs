@@ -1,0 +1,139 @@
+//! The admission webhook's decision for one Pod, pure: whether it is in scope, the
+//! injection as a JSON patch, the repair of native sidecars that another webhook stripped,
+//! and the warnings the user sees in `kubectl apply`.
+//!
+//! A Pod is injected at most once. When the API server calls the webhook again (reinvocation,
+//! after a later webhook changed the Pod), the Pod already carries sexton's record: it is not
+//! injected again (undoing and redoing would drop what the later webhook added to the same
+//! fields), only repaired.
+
+use serde_json::Value;
+
+use crate::ANNOTATION_INJECT;
+use crate::entrypoint::Resolve;
+use crate::options::{Mechanism, Options};
+use crate::record::{self, Record};
+use crate::report::Outcome;
+use crate::resource::inject;
+use crate::template::{Template, name};
+
+/// Init containers that were native sidecars when sexton first saw the Pod, whoever made
+/// them so: repaired like sexton's own if a later webhook strips their `restartPolicy`.
+pub const ANNOTATION_NATIVE: &str = "sexton.dev/native-sidecars";
+
+/// Why the webhook sees the Pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Its namespace is labelled `sexton.dev/inject=enabled`: every Pod, unless opted out.
+    Namespace,
+    /// Any other namespace: only Pods whose annotation `sexton.dev/inject` asks for it.
+    Annotation,
+}
+
+/// What to answer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Admission {
+    /// RFC 6902 operations (empty: admit unchanged).
+    pub patch: Vec<Value>,
+    /// Shown by kubectl as `Warning: ...`.
+    pub warnings: Vec<String>,
+    /// What was done (for logs, metrics and Events); `None` when the Pod is not in scope.
+    pub outcome: Option<Outcome>,
+}
+
+/// The webhook's answer for `pod` (the AdmissionReview's object).
+pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) -> Admission {
+    let asked = pod["metadata"]["annotations"][ANNOTATION_INJECT].as_str();
+    if asked.is_some_and(|a| a.trim().eq_ignore_ascii_case("disabled"))
+        || (scope == Scope::Annotation && asked.is_none())
+    {
+        return Admission::default();
+    }
+    let mut changed = pod.clone();
+    let mut warnings = vec![];
+    let outcome = match record::read(&Template(&mut changed)) {
+        Some(Ok(r)) => {
+            warnings.extend(repair(&mut changed, Some(&r)));
+            None
+        }
+        Some(Err(e)) => Some(Outcome::Refused(e.to_string())),
+        None => {
+            warnings.extend(repair(&mut changed, None));
+            let out = first_pass(&mut changed, opts, resolver);
+            if let Outcome::Refused(why) = &out {
+                warnings.push(format!("sexton: pod admitted unchanged: {why}"));
+            }
+            Some(out)
+        }
+    };
+    Admission {
+        patch: patch(pod, &changed),
+        warnings,
+        outcome,
+    }
+}
+
+/// The first time the webhook sees the Pod: the native sidecars it already has are noted
+/// (to be repaired later), then it is injected.
+fn first_pass(pod: &mut Value, opts: &Options, resolver: &dyn Resolve) -> Outcome {
+    let native: Vec<String> = Template(pod)
+        .init_containers()
+        .iter()
+        .filter(|c| c["restartPolicy"] == "Always")
+        .map(|c| name(c).to_string())
+        .collect();
+    let reports = inject(pod, opts, resolver);
+    if !native.is_empty() {
+        Template(pod).set_annotation(ANNOTATION_NATIVE, native.join(","));
+    }
+    reports
+        .into_iter()
+        .next()
+        .map(|r| r.outcome)
+        .unwrap_or(Outcome::Skipped)
+}
+
+/// Gives back `restartPolicy: Always` to the native sidecars (sexton's, and those noted on
+/// the first pass) that lost it; one warning per repair, and per sidecar that is gone.
+fn repair(pod: &mut Value, record: Option<&Record>) -> Vec<String> {
+    let mut names: Vec<String> = record
+        .filter(|r| r.mechanism == Mechanism::Native)
+        .map(|r| r.moved.iter().map(|m| m.name.clone()).collect())
+        .unwrap_or_default();
+    let noted = pod["metadata"]["annotations"][ANNOTATION_NATIVE]
+        .as_str()
+        .unwrap_or_default();
+    for n in noted.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !names.iter().any(|x| x == n) {
+            names.push(n.to_string());
+        }
+    }
+    let mut warnings = vec![];
+    for n in names {
+        let found = pod["spec"]["initContainers"]
+            .as_array_mut()
+            .and_then(|l| l.iter_mut().find(|c| name(c) == n));
+        let Some(c) = found else {
+            warnings.push(format!(
+                "sexton: native sidecar {n:?} was removed from the pod by another mutating webhook; it cannot be restored"
+            ));
+            continue;
+        };
+        if c["restartPolicy"] != "Always" {
+            c["restartPolicy"] = Value::from("Always");
+            warnings.push(format!(
+                "sexton: restored restartPolicy: Always on native sidecar {n:?}, dropped by another mutating webhook (one built on an old k8s.io/api); without it the pod would never start its main containers, or be rejected"
+            ));
+        }
+    }
+    warnings
+}
+
+/// The JSON patch from `before` to `after`.
+fn patch(before: &Value, after: &Value) -> Vec<Value> {
+    let ops = json_patch::diff(before, after);
+    match serde_json::to_value(ops) {
+        Ok(Value::Array(ops)) => ops,
+        _ => vec![],
+    }
+}
