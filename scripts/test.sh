@@ -63,6 +63,8 @@ forbidden() { # package, regex of crates it must not depend on
 }
 forbidden sexton 'kube-runtime|kube-derive|kube-lease-manager|prometheus-client|schemars|axum|tokio-macros'
 forbidden sexton-core 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2'
+forbidden sexton-inject 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2|reqwest|oci-client'
+forbidden sexton 'sexton-inject'
 
 # The whole workspace: the pure core, the in-pod binary and the cluster-side binary.
 cargo build --release --benches   # the benchmark harness must keep compiling
