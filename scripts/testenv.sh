@@ -12,6 +12,8 @@
 #   scripts/testenv.sh status  say whether it is up
 #   scripts/testenv.sh restart-apiserver   restart the API server alone (etcd data kept)
 #   scripts/testenv.sh kubectl-dir         build kubectl (same release) if needed, print its directory
+#   scripts/testenv.sh old-webhook         build the old-style admission webhook of the webhook
+#                                          tests (testenv/old-webhook) if needed, print its path
 #
 # Settings (environment): SEXTON_TESTENV_CACHE (default ~/.cache/sexton-testenv),
 # SEXTON_TESTENV_STATE (default /tmp/sexton-testenv), SEXTON_API_PORT (16443),
@@ -168,5 +170,16 @@ case "${1:-}" in
       mv "$CACHE/.kubectl.tmp" "$CACHE/kubectl"
     fi
     echo "$CACHE" ;;
-  *) echo "usage: $0 up|down|env|build|status|restart-apiserver|kubectl-dir" >&2; exit 2 ;;
+  old-webhook)
+    # cached by the contents of its recipe, so an edit rebuilds it
+    key=$(cat "$ROOT/testenv/old-webhook/main.go" "$ROOT/testenv/old-webhook/go.mod" | sha256sum | cut -c1-12)
+    bin="$CACHE_ROOT/old-webhook/$key/old-webhook"
+    if [ ! -x "$bin" ]; then
+      mkdir -p "$(dirname "$bin")"
+      (cd "$ROOT/testenv/old-webhook" && GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0 \
+        go build -trimpath -ldflags "-s -w" -o "$bin.tmp" .) >&2
+      mv "$bin.tmp" "$bin"
+    fi
+    echo "$bin" ;;
+  *) echo "usage: $0 up|down|env|build|status|restart-apiserver|kubectl-dir|old-webhook" >&2; exit 2 ;;
 esac

@@ -1,6 +1,6 @@
-//! The cluster side's HTTP endpoints: Prometheus metrics and health (and, later, the
-//! admission webhook) as axum routers, served by hyper with a bound on how long a client
-//! may take to send its request head, so that idle or slow connections cannot pile up.
+//! The cluster side's HTTP endpoints: Prometheus metrics and health, and the admission
+//! webhook over TLS, as axum routers served by hyper with a bound on how long a client may
+//! take to send a request head, so that idle or slow connections cannot pile up.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,12 +11,10 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tracing::debug;
-
-use crate::metrics::Metrics;
 
 /// A client has this long to send its request head, and a connection this long in all.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,8 +38,8 @@ impl Health {
     }
 }
 
-/// `GET /metrics`: the OpenMetrics text.
-pub fn metrics_routes(metrics: Arc<Metrics>) -> Router {
+/// `GET /metrics`: the OpenMetrics text `encode` writes.
+pub fn metrics_routes(encode: impl Fn() -> String + Clone + Send + Sync + 'static) -> Router {
     Router::new().route(
         "/metrics",
         get(move || async move {
@@ -50,7 +48,7 @@ pub fn metrics_routes(metrics: Arc<Metrics>) -> Router {
                     header::CONTENT_TYPE,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 )],
-                metrics.encode(),
+                encode(),
             )
         }),
     )
@@ -97,6 +95,18 @@ pub async fn serve(
     Ok(bound)
 }
 
+/// Serves each (address, routes, flag) in the background, logging the bound addresses
+/// (`serving metrics-addr`); the first address that cannot be bound is the error.
+pub async fn serve_all(
+    endpoints: Vec<(SocketAddr, Router, &'static str)>,
+) -> Result<(), ListenError> {
+    for (addr, routes, flag) in endpoints {
+        let bound = serve(addr, routes, flag).await?;
+        tracing::info!(%bound, "serving {}", flag.trim_start_matches('-'));
+    }
+    Ok(())
+}
+
 async fn accept_loop(listener: TcpListener, router: Router) {
     loop {
         let conn = match listener.accept().await {
@@ -116,6 +126,70 @@ async fn accept_loop(listener: TcpListener, router: Router) {
                 .keep_alive(false)
                 .serve_connection(TokioIo::new(conn), service);
             let _ = tokio::time::timeout(CONNECTION_TIMEOUT, served).await;
+        });
+    }
+}
+
+/// At most this many TLS connections are served at once; more wait to be accepted.
+const MAX_TLS_CONNECTIONS: usize = 1024;
+/// A client has this long to complete its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Binds `addr` now and serves `router` over TLS (HTTP/1.1 with keep-alive, or HTTP/2 as
+/// the API server negotiates it) in the background; `tls` picks the certificate per
+/// handshake, so a reloaded one is used from the next connection on.
+pub async fn serve_tls(
+    addr: SocketAddr,
+    router: Router,
+    tls: Arc<rustls::ServerConfig>,
+    flag: &'static str,
+) -> Result<SocketAddr, ListenError> {
+    let error = |source| ListenError { flag, addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(error)?;
+    let bound = listener.local_addr().map_err(error)?;
+    tokio::spawn(tls_accept_loop(listener, router, tls));
+    Ok(bound)
+}
+
+async fn tls_accept_loop(listener: TcpListener, router: Router, tls: Arc<rustls::ServerConfig>) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_TLS_CONNECTIONS));
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let conn = match listener.accept().await {
+            Ok((conn, _)) => conn,
+            Err(e) => {
+                debug!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (acceptor, service) = (acceptor.clone(), TowerToHyperService::new(router.clone()));
+        tokio::spawn(async move {
+            let _slot = slot;
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(conn)).await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return debug!("TLS handshake failed: {e}"),
+                Err(_) => return debug!("TLS handshake timed out"),
+            };
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .keep_alive_interval(Some(Duration::from_secs(30)));
+            if let Err(e) = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                debug!("connection ended: {e}");
+            }
         });
     }
 }

@@ -7,6 +7,7 @@ mod inject;
 mod kube_client;
 mod logging;
 mod metrics;
+mod webhook;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,7 @@ enum Command {
     Controller(Box<controller::flags::Flags>),
     Inject(Box<inject::InjectFlags>),
     Uninject(inject::UninjectFlags),
+    Webhook(Box<webhook::WebhookFlags>),
     /// Print the EphemeralJob CustomResourceDefinition (YAML)
     Crd,
 }
@@ -37,6 +39,7 @@ fn main() {
         Command::Controller(flags) => controller::main(*flags),
         Command::Inject(flags) => inject::inject(*flags),
         Command::Uninject(flags) => inject::uninject(flags),
+        Command::Webhook(flags) => webhook::main(*flags),
         Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
     };
     std::process::exit(code);

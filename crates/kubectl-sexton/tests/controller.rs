@@ -52,36 +52,12 @@ fn controller_kubeconfig() -> &'static std::path::Path {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        kubeconfig_for(
+        service_account_kubeconfig(
             "sexton-system",
             "sexton-controller",
             &env.state.join("sexton-controller.kubeconfig"),
         )
     })
-}
-
-/// A kubeconfig for ServiceAccount `ns/sa` (a fresh 2-hour token from the TokenRequest API).
-fn kubeconfig_for(ns: &str, sa: &str, path: &std::path::Path) -> std::path::PathBuf {
-    let env = testenv();
-    let out = kubectl(&["create", "token", sa, "-n", ns, "--duration=2h"]);
-    assert!(
-        out.status.success(),
-        "create token: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap();
-    std::fs::write(
-        path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: https://{}:{}\n    certificate-authority: {}\nusers:\n- name: {sa}\n  user:\n    token: {}\ncontexts:\n- name: t\n  context: {{cluster: t, user: {sa}}}\ncurrent-context: t\n",
-            env.host,
-            env.port,
-            env.ca.display(),
-            token.trim()
-        ),
-    )
-    .unwrap();
-    path.to_path_buf()
 }
 
 /// A running `kubectl-sexton controller` process with JSON logs on stderr.
@@ -819,7 +795,7 @@ async fn without_the_role_the_error_names_the_missing_permission() {
         .await
         .unwrap();
     let scratch = Scratch::new("ctl-norbac");
-    let kc = kubeconfig_for(&ns, "nobody", &scratch.path("nobody.kubeconfig"));
+    let kc = service_account_kubeconfig(&ns, "nobody", &scratch.path("nobody.kubeconfig"));
     let ctl = Ctl::start(&scratch, "controller", &kc, &["--namespace", &ns], &[]);
     let l =
         ctl.wait_line(|l| msg(l).starts_with("watching failed") && l["fields"]["watch"] == "pods");

@@ -20,7 +20,12 @@ fn run(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -57,7 +62,13 @@ spec:
 fn examples_are_the_generated_output() {
     let before = example("job.yaml");
     for (strategy, after) in [("native", "job.native.yaml"), ("wrap", "job.wrap.yaml")] {
-        let args = ["inject", "--strategy", strategy, "-f", before.to_str().unwrap()];
+        let args = [
+            "inject",
+            "--strategy",
+            strategy,
+            "-f",
+            before.to_str().unwrap(),
+        ];
         let out = run(&args, "");
         assert!(out.status.success(), "{}", text(&out.stderr));
         let generated = format!(
@@ -68,9 +79,16 @@ fn examples_are_the_generated_output() {
         if std::env::var_os("SEXTON_BLESS").is_some() {
             std::fs::write(&path, &generated).unwrap();
         }
-        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), generated, "{after} is stale: SEXTON_BLESS=1");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap_or_default(),
+            generated,
+            "{after} is stale: SEXTON_BLESS=1"
+        );
         let back = run(&["uninject", "-f", path.to_str().unwrap()], "");
-        assert_eq!(docs(&text(&back.stdout)), docs(&std::fs::read_to_string(&before).unwrap()));
+        assert_eq!(
+            docs(&text(&back.stdout)),
+            docs(&std::fs::read_to_string(&before).unwrap())
+        );
     }
 }
 
@@ -81,7 +99,10 @@ fn formats_sources_and_exit_codes() {
     let out = run(&["inject", "-f", "-"], &json);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let injected: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(injected["spec"]["template"]["spec"]["initContainers"][0]["name"], "proxy");
+    assert_eq!(
+        injected["spec"]["template"]["spec"]["initContainers"][0]["name"],
+        "proxy"
+    );
     assert_eq!(text(&out.stderr), "job/j: native (sidecars: proxy)\n");
     // twice is once, through the binary as well
     let again = run(&["inject", "-f", "-"], &text(&out.stdout));
@@ -89,28 +110,62 @@ fn formats_sources_and_exit_codes() {
     // a directory: its manifests in name order; other files ignored
     let s = Scratch::new("inject-dir");
     std::fs::write(s.path("b.yaml"), JOB.replace("name: j}", "name: b}")).unwrap();
-    std::fs::write(s.path("a.yml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n").unwrap();
+    std::fs::write(
+        s.path("a.yml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+    )
+    .unwrap();
     std::fs::write(s.path("notes.txt"), "not a manifest").unwrap();
     let out = run(&["inject", "-f", s.root.to_str().unwrap()], "");
-    assert_eq!(text(&out.stderr), "configmap/a: skipped (no pod template)\njob/b: native (sidecars: proxy)\n");
+    assert_eq!(
+        text(&out.stderr),
+        "configmap/a: skipped (no pod template)\njob/b: native (sidecars: proxy)\n"
+    );
     // a refused resource: written unchanged, exit 1, the reason on stderr
-    let refused = JOB.replace("image: busybox:1\n          command: [sleep", "image: busybox:1\n          restartPolicy: Never\n          command: [sleep");
+    let refused = JOB.replace(
+        "image: busybox:1\n          command: [sleep",
+        "image: busybox:1\n          restartPolicy: Never\n          command: [sleep",
+    );
     let out = run(&["inject", "--strategy", "native", "-f", "-"], &refused);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(docs(&text(&out.stdout)), docs(&refused));
-    assert!(text(&out.stderr).contains("refused: native: sidecar \"proxy\" sets restartPolicy"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("refused: native: sidecar \"proxy\" sets restartPolicy"),
+        "{}",
+        text(&out.stderr)
+    );
     // unreadable input: exit 2, nothing written
     for (args, input, needle) in [
-        (vec!["inject", "-f", "/no/such/file"], "", "-f /no/such/file"),
-        (vec!["inject", "-f", "-"], "a: [1\n", "-f -: not YAML or JSON"),
+        (
+            vec!["inject", "-f", "/no/such/file"],
+            "",
+            "-f /no/such/file",
+        ),
+        (
+            vec!["inject", "-f", "-"],
+            "a: [1\n",
+            "-f -: not YAML or JSON",
+        ),
         (vec!["inject", "-f", "-"], "- 1\n", "not an object"),
-        (vec!["inject", "--strategy", "maybe", "-f", "-"], "", "--strategy"),
-        (vec!["inject", "--kubernetes-version", "x", "-f", "-"], "", "--kubernetes-version"),
+        (
+            vec!["inject", "--strategy", "maybe", "-f", "-"],
+            "",
+            "--strategy",
+        ),
+        (
+            vec!["inject", "--kubernetes-version", "x", "-f", "-"],
+            "",
+            "--kubernetes-version",
+        ),
     ] {
         let out = run(&args, input);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}");
-        assert!(text(&out.stderr).contains(needle), "{args:?}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
     }
 }
 
@@ -119,7 +174,11 @@ fn formats_sources_and_exit_codes() {
 fn injected_only(yaml: &str) -> Vec<Value> {
     docs(yaml)
         .into_iter()
-        .filter(|d| serde_json::to_string(d).unwrap().contains("sexton.dev/injected"))
+        .filter(|d| {
+            serde_json::to_string(d)
+                .unwrap()
+                .contains("sexton.dev/injected")
+        })
         .map(|mut d| {
             strip(&mut d, "futureField");
             d
@@ -142,7 +201,14 @@ fn dry_run(ns: &str, manifests: &[Value]) -> Output {
     let s = Scratch::new("inject-dry-run");
     let file = s.path("m.yaml");
     std::fs::write(&file, serde_saphyr::to_string_multiple(manifests).unwrap()).unwrap();
-    kubectl(&["apply", "--dry-run=server", "-n", ns, "-f", file.to_str().unwrap()])
+    kubectl(&[
+        "apply",
+        "--dry-run=server",
+        "-n",
+        ns,
+        "-f",
+        file.to_str().unwrap(),
+    ])
 }
 
 fn namespace(name: &str, labels: &[&str]) -> String {
@@ -177,7 +243,12 @@ fn injected_manifests_apply_with_server_dry_run() {
             continue;
         }
         let out = dry_run(&ns, &manifests);
-        assert!(out.status.success(), "{}: {}", f.display(), text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            f.display(),
+            text(&out.stderr)
+        );
         applied += manifests.len();
     }
     assert!(applied >= 14, "only {applied} injected manifests applied");
@@ -188,21 +259,41 @@ fn injected_manifests_apply_with_server_dry_run() {
 #[test]
 fn wrapped_jobs_pass_pod_security_restricted() {
     testenv();
-    let ns = namespace("inject-restricted", &["pod-security.kubernetes.io/enforce=restricted"]);
+    let ns = namespace(
+        "inject-restricted",
+        &["pod-security.kubernetes.io/enforce=restricted"],
+    );
     let secure = "{allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 1000, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}";
     let job = JOB
-        .replace("command: [sh, -c, 'true']}", &format!("command: [sh, -c, 'true'], securityContext: {secure}}}"))
-        .replace("command: [sleep, '3600']", &format!("command: [sleep, '3600']\n          securityContext: {secure}"));
+        .replace(
+            "command: [sh, -c, 'true']}",
+            &format!("command: [sh, -c, 'true'], securityContext: {secure}}}"),
+        )
+        .replace(
+            "command: [sleep, '3600']",
+            &format!("command: [sleep, '3600']\n          securityContext: {secure}"),
+        );
     // a Pod is admitted (or not) at once, where a Job's pods would only fail later
     let pod = pod_of(&docs(&job)[0]);
-    let plain = dry_run(&ns, &[pod.clone()]);
-    assert!(plain.status.success(), "the test's pod itself is not restricted: {}", text(&plain.stderr));
-    let out = run(&["inject", "--strategy", "wrap", "-f", "-"], &serde_json::to_string(&pod).unwrap());
+    let plain = dry_run(&ns, std::slice::from_ref(&pod));
+    assert!(
+        plain.status.success(),
+        "the test's pod itself is not restricted: {}",
+        text(&plain.stderr)
+    );
+    let out = run(
+        &["inject", "--strategy", "wrap", "-f", "-"],
+        &serde_json::to_string(&pod).unwrap(),
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let wrapped: Value = serde_json::from_slice(&out.stdout).unwrap();
     let applied = dry_run(&ns, &[wrapped]);
     assert!(applied.status.success(), "{}", text(&applied.stderr));
-    assert!(!text(&applied.stderr).contains("PodSecurity"), "{}", text(&applied.stderr));
+    assert!(
+        !text(&applied.stderr).contains("PodSecurity"),
+        "{}",
+        text(&applied.stderr)
+    );
 }
 
 /// The Pod a Job's template describes.

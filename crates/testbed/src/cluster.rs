@@ -111,3 +111,31 @@ pub fn ejob_crd() {
         }
     });
 }
+
+/// A kubeconfig for ServiceAccount `ns/sa` (a fresh 2-hour token from the TokenRequest API).
+pub fn service_account_kubeconfig(
+    ns: &str,
+    sa: &str,
+    path: &std::path::Path,
+) -> std::path::PathBuf {
+    let env = testenv();
+    let out = kubectl(&["create", "token", sa, "-n", ns, "--duration=2h"]);
+    assert!(
+        out.status.success(),
+        "create token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap();
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: https://{}:{}\n    certificate-authority: {}\nusers:\n- name: {sa}\n  user:\n    token: {}\ncontexts:\n- name: t\n  context: {{cluster: t, user: {sa}}}\ncurrent-context: t\n",
+            env.host,
+            env.port,
+            env.ca.display(),
+            token.trim()
+        ),
+    )
+    .unwrap();
+    path.to_path_buf()
+}

@@ -105,10 +105,11 @@ async fn serve_endpoints(
     metrics: &Arc<Metrics>,
     health: &Arc<Health>,
 ) -> Result<(), i32> {
-    for (addr, routes, flag) in [
+    let m = metrics.clone();
+    let endpoints = vec![
         (
             o.metrics_addr,
-            http::metrics_routes(metrics.clone()),
+            http::metrics_routes(move || m.encode()),
             "--metrics-addr",
         ),
         (
@@ -116,16 +117,11 @@ async fn serve_endpoints(
             http::health_routes(health.clone()),
             "--health-addr",
         ),
-    ] {
-        match http::serve(addr, routes, flag).await {
-            Ok(bound) => info!(%bound, "serving {}", &flag[2..]),
-            Err(e) => {
-                error!("{e}");
-                return Err(UNUSABLE);
-            }
-        }
-    }
-    Ok(())
+    ];
+    http::serve_all(endpoints).await.map_err(|e| {
+        error!("{e}");
+        UNUSABLE
+    })
 }
 
 /// A shutdown signal that can be awaited from several places.

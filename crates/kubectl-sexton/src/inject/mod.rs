@@ -7,7 +7,7 @@
 //! lost); 2 bad flags or unreadable input (nothing is written).
 
 mod manifest;
-mod registry;
+pub(crate) mod registry;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -60,7 +60,7 @@ pub struct InjectFlags {
 
 /// How wrap looks up images' ENTRYPOINT and CMD.
 #[derive(Args, Debug)]
-struct RegistryFlags {
+pub(crate) struct RegistryFlags {
     /// The platform whose image is read from multi-platform images, that of the nodes the pods run on (OS/ARCH[/VARIANT])
     #[arg(long, value_name = "OS/ARCH", default_value = "linux/amd64", value_parser = Platform::parse)]
     platform: Platform,
@@ -104,10 +104,10 @@ enum PositionArg {
 
 #[derive(Debug, thiserror::Error)]
 #[error("expected MAJOR.MINOR, such as 1.29")]
-struct BadVersion;
+pub(crate) struct BadVersion;
 
 /// `1.29`, `v1.29.3`, `1.29+` (as some providers report it).
-fn version(s: &str) -> Result<(u32, u32), BadVersion> {
+pub(crate) fn version(s: &str) -> Result<(u32, u32), BadVersion> {
     let s = s.trim().trim_start_matches('v');
     let mut parts = s.split('.');
     let number = |p: Option<&str>| {
@@ -140,11 +140,17 @@ impl InjectFlags {
     }
 
     fn registry(&self) -> RegistryOpts {
+        self.registry.opts()
+    }
+}
+
+impl RegistryFlags {
+    pub(crate) fn opts(&self) -> RegistryOpts {
         RegistryOpts {
-            platform: self.registry.platform.clone(),
-            insecure: self.registry.insecure_registry.clone(),
-            docker_config: self.registry.registry_config.clone(),
-            timeout: self.registry.registry_timeout,
+            platform: self.platform.clone(),
+            insecure: self.insecure_registry.clone(),
+            docker_config: self.registry_config.clone(),
+            timeout: self.registry_timeout,
         }
     }
 }

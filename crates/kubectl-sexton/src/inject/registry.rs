@@ -93,10 +93,13 @@ pub async fn lookup_all(
                 .collect();
         }
     };
-    stream::iter(unique)
-        .map(|image| {
-            let lookup = &lookup;
-            async move { (image.clone(), lookup.image(image).await) }
+    // (owned names: a stream of borrowed ones is not Send in the webhook's handler)
+    let owned: Vec<String> = unique.into_iter().cloned().collect();
+    let lookup = &lookup;
+    stream::iter(owned)
+        .map(|image| async move {
+            let found = lookup.image(&image).await;
+            (image, found)
         })
         .buffer_unordered(CONCURRENCY)
         .collect()

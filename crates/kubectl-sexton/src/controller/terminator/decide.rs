@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
 
-pub use sexton_inject::{ENV_KRUISE_SIDECAR as ENV_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE as ENV_SIDECAR_IMAGE};
+pub use sexton_inject::{
+    ENV_KRUISE_SIDECAR as ENV_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE as ENV_SIDECAR_IMAGE,
+};
 /// Pod annotation recording the sidecars sexton swapped: a JSON object mapping container name
 /// to the image it had before. It is written in the same patch as the image, so a swap is
 /// never repeated, even by a restarted controller or after someone reverts the image.

@@ -1,0 +1,315 @@
+//! `kubectl-sexton webhook`: the mutating admission webhook. It injects Pods at creation
+//! (sexton-inject's `admit`), in namespaces labelled `sexton.dev/inject=enabled` and for Pods
+//! whose annotation asks for it, and repairs native sidecars that a later webhook stripped.
+//!
+//! Process shape: one multi-threaded tokio runtime; `POST /mutate` over TLS (certificate
+//! files reloaded when they change, or a self-managed CA and certificate in a Secret);
+//! metrics and health on plain HTTP ports of their own; the API server's version read at
+//! start and every few minutes (for `auto`).
+
+mod certs;
+mod metrics;
+mod review;
+mod self_managed;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::post;
+use clap::Args;
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use sexton_core::config::{LogFormat, LogLevel};
+use sexton_inject::Options;
+use tracing::{error, info, warn};
+
+use crate::http::{self, Health};
+use crate::inject::{RegistryFlags, version};
+use crate::{kube_client, logging};
+use certs::{CertFiles, CertStore};
+use metrics::WebhookMetrics;
+use review::Reviewer;
+use self_managed::SelfManaged;
+
+const FAILED: i32 = 1;
+const UNUSABLE: i32 = 2;
+/// How often the API server's version is read again (an upgrade changes what `auto` picks).
+const VERSION_RECHECK: Duration = Duration::from_secs(600);
+/// Reviews larger than this are answered 413 (the API server then applies failurePolicy:
+/// Ignore, admitting the Pod unchanged).
+const MAX_REVIEW_BYTES: usize = 8 << 20;
+/// How long reviews are still answered after SIGTERM (inside the pod's grace period).
+const DRAIN: Duration = Duration::from_secs(5);
+const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+#[derive(Args, Debug)]
+#[command(
+    about = "Serve the mutating admission webhook that injects Pods and repairs stripped native sidecars",
+    group(clap::ArgGroup::new("tls").required(true).args(["tls_cert_file", "self_managed_tls"]))
+)]
+pub struct WebhookFlags {
+    /// Serve the webhook (HTTPS) on ADDR
+    #[arg(
+        long,
+        env = "SEXTON_WEBHOOK_LISTEN",
+        default_value = "0.0.0.0:8443",
+        value_name = "ADDR"
+    )]
+    listen: SocketAddr,
+    /// Serving certificate (PEM chain); reloaded when the file changes
+    #[arg(
+        long,
+        env = "SEXTON_TLS_CERT_FILE",
+        value_name = "FILE",
+        requires = "tls_key_file"
+    )]
+    tls_cert_file: Option<PathBuf>,
+    /// Its private key (PEM)
+    #[arg(
+        long,
+        env = "SEXTON_TLS_KEY_FILE",
+        value_name = "FILE",
+        requires = "tls_cert_file"
+    )]
+    tls_key_file: Option<PathBuf>,
+    /// Create and renew a CA and serving certificate in a Secret, and keep the MutatingWebhookConfiguration's caBundle up to date
+    #[arg(long, env = "SEXTON_SELF_MANAGED_TLS")]
+    self_managed_tls: bool,
+    /// The Secret of the self-managed certificates
+    #[arg(
+        long,
+        env = "SEXTON_TLS_SECRET",
+        default_value = "sexton-webhook-tls",
+        value_name = "NAME"
+    )]
+    tls_secret: String,
+    /// The MutatingWebhookConfiguration whose caBundle the self-managed mode writes
+    #[arg(
+        long,
+        env = "SEXTON_WEBHOOK_CONFIGURATION",
+        default_value = "sexton-webhook",
+        value_name = "NAME"
+    )]
+    webhook_configuration: String,
+    /// The webhook's Service: its DNS names go into the self-managed certificate
+    #[arg(
+        long,
+        env = "SEXTON_WEBHOOK_SERVICE",
+        default_value = "sexton-webhook",
+        value_name = "NAME"
+    )]
+    service: String,
+    /// Another name or IP address for the self-managed certificate; repeatable
+    #[arg(long, value_name = "NAME")]
+    tls_san: Vec<String>,
+    /// The webhook's own namespace (default: the service account's)
+    #[arg(long, env = "SEXTON_NAMESPACE", value_name = "NAMESPACE")]
+    namespace: Option<String>,
+    /// Kubeconfig file; default: in-cluster service account, else ~/.kube/config
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The image of the `sexton install` init container (wrap)
+    #[arg(long, env = "SEXTON_IMAGE", value_name = "IMAGE", default_value = concat!("sexton:", env!("CARGO_PKG_VERSION")))]
+    sexton_image: String,
+    /// Assume this Kubernetes version (MAJOR.MINOR) instead of asking the API server
+    #[arg(long, value_name = "MAJOR.MINOR", value_parser = version)]
+    kubernetes_version: Option<(u32, u32)>,
+    #[command(flatten)]
+    registry: RegistryFlags,
+    /// Serve Prometheus metrics on http://ADDR/metrics
+    #[arg(
+        long,
+        env = "SEXTON_METRICS_ADDR",
+        default_value = "0.0.0.0:8080",
+        value_name = "ADDR"
+    )]
+    metrics_addr: SocketAddr,
+    /// Serve /healthz and /readyz on ADDR
+    #[arg(
+        long,
+        env = "SEXTON_HEALTH_ADDR",
+        default_value = "0.0.0.0:8081",
+        value_name = "ADDR"
+    )]
+    health_addr: SocketAddr,
+    #[arg(long, env = "SEXTON_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[arg(long, env = "SEXTON_LOG_LEVEL", value_enum, default_value = "info")]
+    log_level: LogLevel,
+}
+
+/// `kubectl-sexton webhook`: logging, the runtime, run.
+pub fn main(flags: WebhookFlags) -> i32 {
+    logging::init(flags.log_format, flags.log_level);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(rt) => rt.block_on(run(flags)),
+        Err(e) => {
+            logging::stderr_line(&format!(
+                "kubectl-sexton webhook: cannot start the async runtime: {e}"
+            ));
+            FAILED
+        }
+    }
+}
+
+/// The steps: client, certificate, endpoints, version, serve until SIGTERM.
+async fn run(flags: WebhookFlags) -> i32 {
+    let client = match kube_client::client(flags.kubeconfig.as_deref(), None).await {
+        Ok(c) => c,
+        Err(e) => return fail(UNUSABLE, &e),
+    };
+    let store = Arc::new(CertStore::default());
+    if let Err(e) = first_certificate(&flags, &client, &store).await {
+        return fail(UNUSABLE, &e);
+    }
+    let metrics = Arc::new(WebhookMetrics::default());
+    let health = Arc::new(Health::default());
+    let reviewer = Arc::new(reviewer(&flags, &client, metrics.clone()));
+    let m = metrics.clone();
+    let endpoints = vec![
+        (
+            flags.metrics_addr,
+            http::metrics_routes(move || m.encode()),
+            "--metrics-addr",
+        ),
+        (
+            flags.health_addr,
+            http::health_routes(health.clone()),
+            "--health-addr",
+        ),
+    ];
+    if let Err(e) = http::serve_all(endpoints).await {
+        return fail(UNUSABLE, &e);
+    }
+    let routes = Router::new()
+        .route("/mutate", post(review::mutate))
+        .route("/mutate/annotated", post(review::mutate_annotated))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .with_state(reviewer.clone());
+    match http::serve_tls(flags.listen, routes, store.server_config(), "--listen").await {
+        Ok(bound) => info!(%bound, "serving the webhook"),
+        Err(e) => return fail(UNUSABLE, &e),
+    }
+    tokio::spawn(keep_version(
+        client.clone(),
+        reviewer,
+        flags.kubernetes_version,
+    ));
+    health.ready.store(true, Ordering::Relaxed);
+    terminated().await;
+    drain(&health).await;
+    0
+}
+
+/// After SIGTERM: not ready at once (the Service stops sending new reviews here), and
+/// still answering for a few seconds while endpoints are updated across the cluster.
+async fn drain(health: &Health) {
+    health.ready.store(false, Ordering::Relaxed);
+    tokio::time::sleep(DRAIN).await;
+    info!("webhook stopped");
+}
+
+fn fail(code: i32, e: &dyn std::fmt::Display) -> i32 {
+    error!("{e}");
+    code
+}
+
+/// The certificate to start with, and the task that keeps it current.
+async fn first_certificate(
+    flags: &WebhookFlags,
+    client: &Client,
+    store: &Arc<CertStore>,
+) -> Result<(), String> {
+    if let (Some(cert), Some(key)) = (&flags.tls_cert_file, &flags.tls_key_file) {
+        let files = CertFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        };
+        files.load(store).map_err(|e| e.to_string())?;
+        tokio::spawn(files.watch(store.clone()));
+        return Ok(());
+    }
+    let managed = SelfManaged {
+        namespace: flags.namespace.clone().unwrap_or_else(own_namespace),
+        secret: flags.tls_secret.clone(),
+        webhook_config: flags.webhook_configuration.clone(),
+        service: flags.service.clone(),
+        extra_names: flags.tls_san.clone(),
+    };
+    managed
+        .ensure(client, store)
+        .await
+        .map_err(|e| format!("self-managed TLS: {e}"))?;
+    tokio::spawn(managed.run(client.clone(), store.clone()));
+    Ok(())
+}
+
+fn own_namespace() -> String {
+    std::fs::read_to_string(SA_NAMESPACE_FILE)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "sexton-system".into())
+}
+
+fn reviewer(flags: &WebhookFlags, client: &Client, metrics: Arc<WebhookMetrics>) -> Reviewer {
+    let options = Options {
+        sexton_image: flags.sexton_image.clone(),
+        kubernetes_version: flags.kubernetes_version,
+        ..Options::default()
+    };
+    let reporter = Reporter {
+        controller: "sexton-webhook".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    Reviewer::new(
+        options,
+        flags.registry.opts(),
+        Recorder::new(client.clone(), reporter),
+        metrics,
+    )
+}
+
+/// Reads the API server's version now and every few minutes, unless it was given.
+async fn keep_version(client: Client, reviewer: Arc<Reviewer>, given: Option<(u32, u32)>) {
+    if given.is_some() {
+        return;
+    }
+    loop {
+        match client.apiserver_version().await {
+            Ok(info) => {
+                let v = version(&format!("{}.{}", info.major, info.minor)).ok();
+                reviewer
+                    .options
+                    .lock()
+                    .expect("poisoned")
+                    .kubernetes_version = v;
+            }
+            Err(e) => warn!(
+                "cannot read the API server's version ({e}); auto assumes native sidecars work"
+            ),
+        }
+        tokio::time::sleep(VERSION_RECHECK).await;
+    }
+}
+
+/// SIGTERM or SIGINT.
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = int.recv() => info!("SIGINT: shutting down"),
+    }
+}

@@ -1,0 +1,550 @@
+//! `kubectl-sexton webhook` against the real test API server: the real binary, with the token
+//! of the ServiceAccount of `deploy/rbac-webhook.yaml` and exactly that RBAC, registered by
+//! URL on loopback in a MutatingWebhookConfiguration like `deploy/webhook.yaml`'s, its TLS
+//! self-managed (it writes the caBundle itself). Pods are created through the API server,
+//! Job pods by the real Job controller. An old-style webhook (testenv/old-webhook, built on
+//! k8s.io/api v0.27) strips `restartPolicy` from init containers as the webhooks users report do.
+
+use std::net::TcpListener;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+use testbed::*;
+
+const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
+const LONG: Duration = Duration::from_secs(60);
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn apply(manifest: &Value) -> Output {
+    let s = Scratch::new("webhook-apply");
+    let f = s.path("m.json");
+    std::fs::write(&f, manifest.to_string()).unwrap();
+    kubectl(&["apply", "-f", f.to_str().unwrap()])
+}
+
+/// A MutatingWebhookConfiguration named `name` calling `base` (`https://127.0.0.1:PORT`),
+/// as deploy/webhook.yaml's, with `ca` (PEM) or none yet.
+fn configuration(name: &str, base: &str, ca: Option<&str>, selector_key: Option<&str>) -> Value {
+    let hook = |hook: &str, path: &str, selector: Value| {
+        let mut client = json!({"url": format!("{base}{path}")});
+        if let Some(ca) = ca {
+            client["caBundle"] = json!(base64(ca.as_bytes()));
+        }
+        json!({
+            "name": hook,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client,
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchExpressions": selector},
+            "failurePolicy": "Ignore",
+            "sideEffects": "NoneOnDryRun",
+            "timeoutSeconds": 5,
+            // sexton's is called again after later webhooks; others, like most webhooks
+            // in the wild, are not (the default): see the README on reinvocation
+            "reinvocationPolicy": if selector_key.is_none() { "IfNeeded" } else { "Never" },
+            "matchPolicy": "Equivalent",
+        })
+    };
+    let not_system = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "sexton-system"]});
+    let webhooks = match selector_key {
+        // sexton's: the two webhooks of deploy/webhook.yaml
+        None => json!([
+            hook(
+                "inject.sexton.dev",
+                "/mutate",
+                json!([{"key": "sexton.dev/inject", "operator": "In", "values": ["enabled"]}, not_system])
+            ),
+            hook(
+                "annotated.inject.sexton.dev",
+                "/mutate/annotated",
+                json!([{"key": "sexton.dev/inject", "operator": "NotIn", "values": ["enabled"]}, not_system])
+            ),
+        ]),
+        // another webhook, on namespaces labelled `key=true`
+        Some(key) => json!([hook(
+            &format!("{name}.test.sexton.dev"),
+            "/mutate",
+            json!([{"key": key, "operator": "In", "values": ["true"]}])
+        )]),
+    };
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": webhooks,
+    })
+}
+
+fn base64(b: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+/// sexton's webhook, once per test process: RBAC applied, configuration created, process
+/// started, and the API server seen calling it.
+struct Webhook {
+    process: Process,
+    /// The write end of the FIFO the watchdog reads: closed when this test process exits,
+    /// however it exits, which stops the webhook and removes its configuration.
+    _lifeline: std::fs::File,
+    _scratch: Scratch,
+}
+
+fn webhook() -> &'static Webhook {
+    static W: OnceLock<Webhook> = OnceLock::new();
+    W.get_or_init(|| {
+        testenv();
+        for f in ["namespace.yaml", "rbac-webhook.yaml"] {
+            let out = kubectl(&["apply", "-f", &format!("{ROOT}/deploy/{f}")]);
+            assert!(out.status.success(), "{f}: {}", text(&out.stderr));
+        }
+        let port = free_port();
+        let out = apply(&configuration(
+            "sexton-webhook",
+            &format!("https://127.0.0.1:{port}"),
+            None,
+            None,
+        ));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let scratch = Scratch::new("webhook");
+        let kc = service_account_kubeconfig(
+            "sexton-system",
+            "sexton-webhook",
+            &scratch.path("sa.kubeconfig"),
+        );
+        let fifo = scratch.fifo("lifeline");
+        let watchdog = r#"f=$1; shift; "$@" & pid=$!
+cat "$f" >/dev/null; kill "$pid"; wait "$pid"
+kubectl delete mutatingwebhookconfiguration sexton-webhook --ignore-not-found >/dev/null 2>&1"#;
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", watchdog, "sh"])
+            .arg(&fifo)
+            .arg(KUBECTL_SEXTON);
+        cmd.args([
+            "webhook",
+            "--self-managed-tls",
+            "--tls-san",
+            "127.0.0.1",
+            "--namespace",
+            "sexton-system",
+        ])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--sexton-image",
+            "sexton:test",
+            "--log-format",
+            "json",
+            "--log-level",
+            "debug",
+            "--kubeconfig",
+        ])
+        .arg(&kc)
+        // (the webhook reads --kubeconfig; the watchdog's kubectl, the admin's)
+        .env("KUBECONFIG", &testenv().kubeconfig);
+        let process = scratch.spawn_host("webhook", cmd);
+        let lifeline = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        let w = Webhook {
+            process,
+            _lifeline: lifeline,
+            _scratch: scratch,
+        };
+        wait_until_called(&w);
+        w
+    })
+}
+
+/// Until the API server trusts the new caBundle and calls the webhook (a dry run in a
+/// labelled namespace comes back injected).
+fn wait_until_called(w: &Webhook) {
+    let ns = namespace("wh-ready", &["sexton.dev/inject=enabled"]);
+    let ok = wait_until(LONG, || {
+        let out = dry_run(&ns, &pod("probe", json!({}), false));
+        text(&out.stdout).contains("sexton.dev/injected")
+    });
+    assert!(
+        ok,
+        "the API server never called the webhook:\n{}",
+        w.process.logs()
+    );
+}
+
+fn namespace(name: &str, labels: &[&str]) -> String {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let ns = format!(
+        "it-{name}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    assert!(kubectl(&["create", "namespace", &ns]).status.success());
+    if !labels.is_empty() {
+        let mut args = vec!["label", "namespace", ns.as_str()];
+        args.extend(labels);
+        assert!(kubectl(&args).status.success());
+    }
+    ns
+}
+
+/// A Pod with a main and a marked sidecar (the test plays no kubelet: it stays Pending).
+fn pod(name: &str, annotations: Value, sidecar_restart_policy_never: bool) -> Value {
+    let mut sidecar = json!({"name": "proxy", "image": "proxy:1", "command": ["proxy"],
+        "env": [{"name": "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT", "value": "true"}]});
+    if sidecar_restart_policy_never {
+        sidecar["restartPolicy"] = json!("Never");
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeName": "sexton-test-no-such-node",
+            "containers": [{"name": "main", "image": "app:1", "command": ["run"]}, sidecar],
+        }
+    })
+}
+
+/// The pod with every container meeting the restricted Pod Security Standard.
+fn restricted(mut p: Value) -> Value {
+    for c in p["spec"]["containers"].as_array_mut().unwrap() {
+        c["securityContext"] = json!({"allowPrivilegeEscalation": false, "runAsNonRoot": true, "runAsUser": 1000,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}});
+    }
+    p
+}
+
+fn dry_run(ns: &str, manifest: &Value) -> Output {
+    let s = Scratch::new("webhook-dry-run");
+    let f = s.path("pod.json");
+    std::fs::write(&f, manifest.to_string()).unwrap();
+    kubectl(&[
+        "create",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-n",
+        ns,
+        "-f",
+        f.to_str().unwrap(),
+    ])
+}
+
+fn create(ns: &str, manifest: &Value) -> Output {
+    let s = Scratch::new("webhook-create");
+    let f = s.path("pod.json");
+    std::fs::write(&f, manifest.to_string()).unwrap();
+    kubectl(&["create", "-n", ns, "-f", f.to_str().unwrap()])
+}
+
+async fn stored(client: &Client, ns: &str, name: &str) -> Value {
+    serde_json::to_value(
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .get(name)
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn injected(p: &Value) -> bool {
+    p["metadata"]["annotations"]["sexton.dev/injected"].is_string()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn job_pods_of_a_labelled_namespace_are_injected() {
+    webhook();
+    let client = admin_client().await;
+    let ns = namespace("wh-job", &["sexton.dev/inject=enabled"]);
+    let job = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "backup", "namespace": ns},
+        "spec": {"backoffLimit": 0, "template": {"spec": pod("x", json!({}), false)["spec"].clone()}},
+    });
+    let out = apply(&job);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let mut found = None;
+    for _ in 0..600 {
+        let list = pods
+            .list(&ListParams::default().labels("job-name=backup"))
+            .await
+            .unwrap();
+        if let Some(p) = list.items.into_iter().next() {
+            found = Some(serde_json::to_value(p).unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let p = found.expect("the Job controller created no pod");
+    assert!(injected(&p), "{p}");
+    assert_eq!(p["spec"]["initContainers"][0]["name"], "proxy");
+    assert_eq!(p["spec"]["initContainers"][0]["restartPolicy"], "Always");
+    assert_eq!(p["spec"]["containers"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn scope_annotation_opt_in_and_opt_out() {
+    webhook();
+    let client = admin_client().await;
+    let plain = namespace("wh-plain", &[]);
+    assert!(
+        create(&plain, &pod("untouched", json!({}), false))
+            .status
+            .success()
+    );
+    assert!(
+        !injected(&stored(&client, &plain, "untouched").await),
+        "an unlabelled namespace is not injected"
+    );
+    assert!(
+        create(
+            &plain,
+            &pod("asked", json!({"sexton.dev/inject": "native"}), false)
+        )
+        .status
+        .success()
+    );
+    assert!(
+        injected(&stored(&client, &plain, "asked").await),
+        "a pod that asks is injected anywhere"
+    );
+    let enabled = namespace("wh-enabled", &["sexton.dev/inject=enabled"]);
+    assert!(
+        create(
+            &enabled,
+            &pod("out", json!({"sexton.dev/inject": "disabled"}), false)
+        )
+        .status
+        .success()
+    );
+    assert!(
+        !injected(&stored(&client, &enabled, "out").await),
+        "disabled is honoured"
+    );
+    // never the webhook's own namespace, even when a pod asks (a dry run: the namespace
+    // enforces the restricted Pod Security Standard, which this pod meets)
+    let own = restricted(pod("own", json!({"sexton.dev/inject": "native"}), false));
+    let out = dry_run("sexton-system", &own);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains("sexton.dev/injected"),
+        "the webhook's own namespace was injected"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_refusal_is_a_warning_and_an_event_and_the_pod_is_admitted_unchanged() {
+    webhook();
+    let client = admin_client().await;
+    let ns = namespace("wh-refused", &["sexton.dev/inject=enabled"]);
+    let p = pod("refused", json!({"sexton.dev/inject": "native"}), true);
+    let out = create(&ns, &p);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(
+            "Warning: sexton: pod admitted unchanged: native: sidecar \"proxy\" sets restartPolicy"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    let s = stored(&client, &ns, "refused").await;
+    assert!(
+        !injected(&s) && s["spec"]["initContainers"].is_null(),
+        "{s}"
+    );
+    let ok = wait_until(LONG, || {
+        let out = kubectl(&["get", "events.events.k8s.io", "-n", &ns, "-o", "json"]);
+        text(&out.stdout).contains("InjectRefused")
+    });
+    assert!(ok, "no InjectRefused event");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dry_run_is_answered_and_creates_nothing() {
+    webhook();
+    let client = admin_client().await;
+    let ns = namespace("wh-dry", &["sexton.dev/inject=enabled"]);
+    let out = dry_run(&ns, &pod("dry", json!({}), false));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answered: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(injected(&answered), "{answered}");
+    let refused = dry_run(
+        &ns,
+        &pod("dry-refused", json!({"sexton.dev/inject": "native"}), true),
+    );
+    assert!(
+        text(&refused.stderr).contains("Warning: sexton"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(pods.items.is_empty(), "a dry run created a pod");
+    // (no Event either: give a published one time to arrive, then look)
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events = kubectl(&["get", "events.events.k8s.io", "-n", &ns, "-o", "json"]);
+    assert!(
+        !text(&events.stdout).contains("InjectRefused"),
+        "a dry run published an Event"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_no_webhook_answering_pods_are_admitted_unchanged() {
+    testenv();
+    let client = admin_client().await;
+    // a configuration like sexton's, its server gone
+    let key = format!("sexton-test-down-{}", std::process::id());
+    let cfg = configuration(
+        &key,
+        &format!("https://127.0.0.1:{}", free_port()),
+        None,
+        Some(&key),
+    );
+    assert!(apply(&cfg).status.success());
+    let ns = namespace("wh-down", &[&format!("{key}=true")]);
+    let out = create(&ns, &pod("admitted", json!({}), false));
+    let _ = kubectl(&["delete", "mutatingwebhookconfiguration", &key]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        stored(&client, &ns, "admitted").await["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// The old-style webhook, on namespaces labelled `key=true`, named `name` (webhooks run in
+/// the order of their configurations' names).
+struct OldWebhook {
+    process: Process,
+    name: String,
+    _scratch: Scratch,
+}
+
+impl Drop for OldWebhook {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "mutatingwebhookconfiguration", &self.name]);
+    }
+}
+
+fn old_webhook(name: &str, key: &str) -> OldWebhook {
+    let scratch = Scratch::new("old-webhook");
+    let bin = Command::new(TESTENV).arg("old-webhook").output().unwrap();
+    assert!(bin.status.success(), "{}", text(&bin.stderr));
+    let (cert, key_file) = (scratch.path("tls.crt"), scratch.path("tls.key"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .args([
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            key_file.to_str().unwrap(),
+            "-out",
+            cert.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let port = free_port();
+    let mut cmd = Command::new(text(&bin.stdout).trim());
+    cmd.arg(format!("127.0.0.1:{port}"))
+        .arg(&cert)
+        .arg(&key_file);
+    let process = scratch.spawn_host("old-webhook", cmd);
+    process.wait_log("serving on");
+    let ca = std::fs::read_to_string(&cert).unwrap();
+    let out = apply(&configuration(
+        name,
+        &format!("https://127.0.0.1:{port}"),
+        Some(&ca),
+        Some(key),
+    ));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    OldWebhook {
+        process,
+        name: name.into(),
+        _scratch: scratch,
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn native_sidecars_stripped_by_an_old_webhook_are_repaired() {
+    webhook();
+    let client = admin_client().await;
+    let key = format!("sexton-test-stripper-{}", std::process::id());
+    // sorted after "sexton-webhook": it runs after sexton, which is then called again
+    let old = old_webhook(&format!("zz-{key}"), &key);
+    let label = format!("{key}=true");
+    // the stripper really strips: a native sidecar in a namespace sexton does not serve
+    let alone = namespace("wh-strip-alone", &[&label]);
+    let native = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "native"},
+        "spec": {"nodeName": "sexton-test-no-such-node", "restartPolicy": "Never",
+            "initContainers": [{"name": "mesh", "image": "mesh:1", "restartPolicy": "Always"}],
+            "containers": [{"name": "main", "image": "app:1"}]}
+    });
+    let ok = wait_until(LONG, || create(&alone, &native).status.success());
+    assert!(ok, "{}", old.process.logs());
+    let s = stored(&client, &alone, "native").await;
+    assert!(
+        s["spec"]["initContainers"][0]["restartPolicy"].is_null(),
+        "the old webhook did not strip: {s}"
+    );
+    // with sexton: its own native sidecars, and those the pod had, come back
+    let ns = namespace("wh-strip", &[&label, "sexton.dev/inject=enabled"]);
+    let out = create(&ns, &pod("made-native", json!({}), false));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("restored restartPolicy: Always on native sidecar \"proxy\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let s = stored(&client, &ns, "made-native").await;
+    assert_eq!(
+        s["spec"]["initContainers"][0]["restartPolicy"], "Always",
+        "{s}"
+    );
+    let out = create(&ns, &native);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = stored(&client, &ns, "native").await;
+    assert_eq!(
+        s["spec"]["initContainers"][0]["restartPolicy"], "Always",
+        "{s}"
+    );
+    assert!(old.process.logs().contains("rewrote the init containers"));
+}
