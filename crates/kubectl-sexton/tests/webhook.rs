@@ -502,6 +502,33 @@ fn old_webhook(name: &str, key: &str) -> OldWebhook {
     }
 }
 
+/// A native sidecar (no probe: valid either way) named `name`.
+fn native_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"nodeName": "sexton-test-no-such-node", "restartPolicy": "Never",
+            "initContainers": [{"name": "mesh", "image": "mesh:1", "restartPolicy": "Always"}],
+            "containers": [{"name": "main", "image": "app:1"}]}
+    })
+}
+
+/// Waits until the API server calls the old webhook for namespaces labelled `key=true`:
+/// a native sidecar created in one that sexton does not serve comes back stripped.
+async fn wait_stripping(client: &Client, key: &str) {
+    let alone = namespace("wh-strip-alone", &[&format!("{key}=true")]);
+    for i in 0..300 {
+        let name = format!("native-{i}");
+        if create(&alone, &native_pod(&name)).status.success()
+            && stored(client, &alone, &name).await["spec"]["initContainers"][0]["restartPolicy"]
+                .is_null()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the old webhook never stripped a native sidecar");
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn native_sidecars_stripped_by_an_old_webhook_are_repaired() {
     webhook();
@@ -511,20 +538,8 @@ async fn native_sidecars_stripped_by_an_old_webhook_are_repaired() {
     let old = old_webhook(&format!("zz-{key}"), &key);
     let label = format!("{key}=true");
     // the stripper really strips: a native sidecar in a namespace sexton does not serve
-    let alone = namespace("wh-strip-alone", &[&label]);
-    let native = json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "native"},
-        "spec": {"nodeName": "sexton-test-no-such-node", "restartPolicy": "Never",
-            "initContainers": [{"name": "mesh", "image": "mesh:1", "restartPolicy": "Always"}],
-            "containers": [{"name": "main", "image": "app:1"}]}
-    });
-    let ok = wait_until(LONG, || create(&alone, &native).status.success());
-    assert!(ok, "{}", old.process.logs());
-    let s = stored(&client, &alone, "native").await;
-    assert!(
-        s["spec"]["initContainers"][0]["restartPolicy"].is_null(),
-        "the old webhook did not strip: {s}"
-    );
+    wait_stripping(&client, &key).await;
+    let native = native_pod("native");
     // with sexton: its own native sidecars, and those the pod had, come back
     let ns = namespace("wh-strip", &[&label, "sexton.dev/inject=enabled"]);
     let out = create(&ns, &pod("made-native", json!({}), false));
@@ -541,10 +556,40 @@ async fn native_sidecars_stripped_by_an_old_webhook_are_repaired() {
     );
     let out = create(&ns, &native);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    let _ = &old;
     let s = stored(&client, &ns, "native").await;
     assert_eq!(
         s["spec"]["initContainers"][0]["restartPolicy"], "Always",
         "{s}"
     );
     assert!(old.process.logs().contains("rewrote the init containers"));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_native_sidecar_stripped_before_sexton_saw_it_is_inferred_from_its_probe() {
+    webhook();
+    let client = admin_client().await;
+    let key = format!("sexton-test-stripper-first-{}", std::process::id());
+    // sorted before "sexton-webhook": it strips before sexton sees the pod
+    let _old = old_webhook(&format!("aa-{key}"), &key);
+    wait_stripping(&client, &key).await;
+    let ns = namespace(
+        "wh-strip-first",
+        &[&format!("{key}=true"), "sexton.dev/inject=enabled"],
+    );
+    let probed = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probed"},
+        "spec": {"nodeName": "sexton-test-no-such-node", "restartPolicy": "Never",
+            "initContainers": [{"name": "mesh", "image": "mesh:1", "restartPolicy": "Always",
+                "readinessProbe": {"tcpSocket": {"port": 15021}}}],
+            "containers": [{"name": "main", "image": "app:1"}]}
+    });
+    // (without sexton the API server would reject it: a probe on a plain init container)
+    let out = create(&ns, &probed);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = stored(&client, &ns, "probed").await;
+    assert_eq!(
+        s["spec"]["initContainers"][0]["restartPolicy"], "Always",
+        "{s}"
+    );
 }

@@ -93,8 +93,9 @@ fn first_pass(pod: &mut Value, opts: &Options, resolver: &dyn Resolve) -> Outcom
         .unwrap_or(Outcome::Skipped)
 }
 
-/// Gives back `restartPolicy: Always` to the native sidecars (sexton's, and those noted on
-/// the first pass) that lost it; one warning per repair, and per sidecar that is gone.
+/// Gives back `restartPolicy: Always` to the native sidecars that lost it: sexton's, those
+/// noted on the first pass, and init containers with probes or lifecycle hooks (which only
+/// a native sidecar may have); one warning per repair, and per sidecar that is gone.
 fn repair(pod: &mut Value, record: Option<&Record>) -> Vec<String> {
     let mut names: Vec<String> = record
         .filter(|r| r.mechanism == Mechanism::Native)
@@ -109,6 +110,11 @@ fn repair(pod: &mut Value, record: Option<&Record>) -> Vec<String> {
         }
     }
     let mut warnings = vec![];
+    for n in inferred_sidecars(pod) {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
     for n in names {
         let found = pod["spec"]["initContainers"]
             .as_array_mut()
@@ -127,6 +133,29 @@ fn repair(pod: &mut Value, record: Option<&Record>) -> Vec<String> {
         }
     }
     warnings
+}
+
+/// Init containers without `restartPolicy` that have what only a native sidecar may have
+/// (probes, lifecycle hooks): a webhook that ran before sexton stripped them (the API
+/// server would reject the pod as it is).
+fn inferred_sidecars(pod: &Value) -> Vec<String> {
+    pod["spec"]["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["restartPolicy"].is_null())
+        .filter(|c| {
+            [
+                "readinessProbe",
+                "livenessProbe",
+                "startupProbe",
+                "lifecycle",
+            ]
+            .iter()
+            .any(|k| !c[*k].is_null())
+        })
+        .map(|c| name(c).to_string())
+        .collect()
 }
 
 /// The JSON patch from `before` to `after`.

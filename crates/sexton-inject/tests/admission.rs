@@ -152,3 +152,24 @@ fn a_removed_native_sidecar_is_reported() {
         a.warnings
     );
 }
+
+#[test]
+fn an_init_container_with_probes_but_no_restart_policy_was_a_native_sidecar() {
+    // stripped by a webhook that ran before sexton: only a native sidecar may have probes
+    let stripped = pod(
+        json!({}),
+        json!([{"name": "mesh", "image": "mesh:1", "readinessProbe": {"tcpSocket": {"port": 15021}}},
+               {"name": "setup", "image": "setup:1"}]),
+    );
+    let (p, a) = admitted(&stripped, Scope::Namespace);
+    let inits = p["spec"]["initContainers"].as_array().unwrap();
+    assert_eq!(
+        inits.iter().find(|c| c["name"] == "mesh").unwrap()["restartPolicy"],
+        "Always",
+        "{a:?}"
+    );
+    assert!(
+        inits.iter().find(|c| c["name"] == "setup").unwrap()["restartPolicy"].is_null(),
+        "a plain init container stays one"
+    );
+}
