@@ -593,3 +593,258 @@ async fn a_native_sidecar_stripped_before_sexton_saw_it_is_inferred_from_its_pro
         "{s}"
     );
 }
+
+/// `openssl` with `args`, which must succeed.
+fn openssl(args: &[&str]) -> Output {
+    let out = Command::new("openssl").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        text(&out.stderr)
+    );
+    out
+}
+
+/// A self-signed certificate for 127.0.0.1 in `dir` (`NAME.crt`, `NAME.key`).
+fn self_signed(dir: &Scratch, name: &str) -> (String, String) {
+    let (crt, key) = (
+        dir.path(&format!("{name}.crt")),
+        dir.path(&format!("{name}.key")),
+    );
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        &format!("/CN={name}"),
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        crt.to_str().unwrap(),
+    ]);
+    (crt.to_str().unwrap().into(), key.to_str().unwrap().into())
+}
+
+/// The subject of the certificate `127.0.0.1:port` serves.
+fn served_subject(port: u16) -> String {
+    let out = Command::new("sh")
+        .args(["-c", &format!("openssl s_client -connect 127.0.0.1:{port} </dev/null 2>/dev/null | openssl x509 -noout -subject")])
+        .output()
+        .unwrap();
+    text(&out.stdout).trim().to_string()
+}
+
+/// A webhook of its own (not registered anywhere) with `args`.
+fn lone_webhook(s: &Scratch, port: u16, args: &[&str]) -> Process {
+    let mut cmd = Command::new(KUBECTL_SEXTON);
+    cmd.args([
+        "webhook",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ])
+    .args([
+        "--health-addr",
+        "127.0.0.1:0",
+        "--kubernetes-version",
+        "1.34",
+        "--log-format",
+        "json",
+        "--kubeconfig",
+    ])
+    .arg(&testenv().kubeconfig)
+    .args(args);
+    let p = s.spawn_host("webhook", cmd);
+    p.wait_log("serving the webhook");
+    p
+}
+
+#[test]
+fn certificate_files_are_reloaded_when_they_change() {
+    let s = Scratch::new("webhook-reload");
+    let (crt, key) = self_signed(&s, "first");
+    let (live_crt, live_key) = (s.path("tls.crt"), s.path("tls.key"));
+    std::fs::copy(&crt, &live_crt).unwrap();
+    std::fs::copy(&key, &live_key).unwrap();
+    let port = free_port();
+    let p = lone_webhook(
+        &s,
+        port,
+        &[
+            "--tls-cert-file",
+            live_crt.to_str().unwrap(),
+            "--tls-key-file",
+            live_key.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        served_subject(port).contains("first"),
+        "{}",
+        served_subject(port)
+    );
+    // replaced as a Secret volume does: new files renamed into place
+    let (crt2, key2) = self_signed(&s, "second");
+    std::fs::copy(&key2, s.path("tls.key.new")).unwrap();
+    std::fs::copy(&crt2, s.path("tls.crt.new")).unwrap();
+    std::fs::rename(s.path("tls.key.new"), &live_key).unwrap();
+    std::fs::rename(s.path("tls.crt.new"), &live_crt).unwrap();
+    assert!(
+        wait_until(LONG, || served_subject(port).contains("second")),
+        "not reloaded:\n{}",
+        p.logs()
+    );
+    // an unreadable replacement is refused; the certificate in use stays
+    std::fs::write(&live_crt, "not a certificate").unwrap();
+    p.wait_log("not reloaded (the previous one is kept)");
+    assert!(served_subject(port).contains("second"));
+}
+
+#[test]
+fn a_self_managed_certificate_near_expiry_is_renewed_with_the_same_ca() {
+    let s = Scratch::new("webhook-renew");
+    let ns = namespace("wh-renew", &[]);
+    let name = format!("sexton-test-renew-{}", std::process::id());
+    // a CA for 10 years, a serving certificate with 10 days left
+    let (ca_crt, ca_key) = (s.path("ca.crt"), s.path("ca.key"));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-keyout",
+        ca_key.to_str().unwrap(),
+        "-out",
+        ca_crt.to_str().unwrap(),
+    ]);
+    let (csr, key, crt) = (s.path("tls.csr"), s.path("tls.key"), s.path("tls.crt"));
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=old",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        csr.to_str().unwrap(),
+    ]);
+    std::fs::write(s.path("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        csr.to_str().unwrap(),
+        "-CA",
+        ca_crt.to_str().unwrap(),
+        "-CAkey",
+        ca_key.to_str().unwrap(),
+        "-CAcreateserial",
+        "-days",
+        "10",
+        "-extfile",
+        s.path("ext").to_str().unwrap(),
+        "-out",
+        crt.to_str().unwrap(),
+    ]);
+    let from = |k: &str, p: &std::path::Path| format!("--from-file={k}={}", p.display());
+    let out = kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        &name,
+        "-n",
+        &ns,
+        &from("ca.crt", &ca_crt),
+        &from("ca.key", &ca_key),
+        &from("tls.crt", &crt),
+        &from("tls.key", &key),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let key_ = format!("{name}-never");
+    assert!(
+        apply(&configuration(
+            &name,
+            "https://127.0.0.1:1",
+            None,
+            Some(&key_)
+        ))
+        .status
+        .success()
+    );
+    let port = free_port();
+    let p = lone_webhook(
+        &s,
+        port,
+        &[
+            "--self-managed-tls",
+            "--namespace",
+            &ns,
+            "--tls-secret",
+            &name,
+            "--webhook-configuration",
+            &name,
+            "--service",
+            "renew",
+            "--tls-san",
+            "127.0.0.1",
+        ],
+    );
+    let _ = kubectl(&["delete", "mutatingwebhookconfiguration", &name]);
+    assert!(
+        p.logs().contains("wrote a new serving certificate"),
+        "{}",
+        p.logs()
+    );
+    let secret: Value =
+        serde_json::from_slice(&kubectl(&["get", "secret", &name, "-n", &ns, "-o", "json"]).stdout)
+            .unwrap();
+    let decode = |k: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(secret["data"][k].as_str().unwrap())
+            .unwrap()
+    };
+    assert_eq!(
+        decode("ca.crt"),
+        std::fs::read(&ca_crt).unwrap(),
+        "the CA, still good, is kept"
+    );
+    std::fs::write(s.path("new.crt"), decode("tls.crt")).unwrap();
+    // valid for 300 days more at least, signed by the CA, and served
+    openssl(&[
+        "x509",
+        "-in",
+        s.path("new.crt").to_str().unwrap(),
+        "-noout",
+        "-checkend",
+        "25920000",
+    ]);
+    openssl(&[
+        "verify",
+        "-CAfile",
+        ca_crt.to_str().unwrap(),
+        s.path("new.crt").to_str().unwrap(),
+    ]);
+    assert!(
+        served_subject(port).contains("renew."),
+        "{}",
+        served_subject(port)
+    );
+}

@@ -300,7 +300,8 @@ fn secret_of(name: &str, p: &Pems, existing: Option<Secret>) -> Secret {
     ]);
     let mut s = existing.unwrap_or_default();
     s.metadata.name = Some(name.into());
-    s.type_ = Some("kubernetes.io/tls".into());
+    // (a Secret's type cannot change: one made by someone else keeps its own)
+    s.type_.get_or_insert_with(|| "kubernetes.io/tls".into());
     s.data = Some(data);
     s
 }
