@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Time to Job completion on the real node: for each way of ending a sidecar, the time from
+# the main container's exit to the pod's phase Succeeded as a watch of the API server sees
+# it. The node is scripts/e2e-cluster.sh's (brought up if needed: containerd, runc, kubelet).
+#   bench/completion.sh              7 interleaved runs per strategy (about 8 minutes); rewrites
+#                                    the table of "Time to Job completion on a real node" in
+#                                    BENCHMARKS.md
+#   bench/completion.sh --runs N     N runs per strategy
+#   bench/completion.sh --quick      2 runs per strategy, BENCHMARKS.md left alone
+#   bench/completion.sh --no-update  BENCHMARKS.md left alone
+#   bench/completion.sh --no-spread  main works exactly 2 s in every round (see measure.py)
+# Strategies, one Job per run, run in turn (a b c d e a b c d e ...), the workload of
+# bench/completion/job.yaml (main: `sleep 2; exit 0`, its 2 s made 2 + (r-1)/N s in round r
+# of N; a sidecar that exits 0 on SIGTERM):
+#   wrap         a. `kubectl-sexton inject --strategy wrap --sexton-image sexton:e2e`
+#   kubexit      b. both containers behind kubexit (bench/completion/job-kubexit.yaml), the
+#                   binary of bench/kubexit.sh in an image kubexit:e2e built here
+#   native       c. `kubectl-sexton inject --strategy native`
+#   controller   d. the sidecar with OpenKruise's marker (bench/completion/job-controller.yaml),
+#                   `kubectl-sexton controller --controllers sidecar-terminator` running
+#   native-wrap  e. the wrap output with the sidecar moved to the init containers with
+#                   restartPolicy Always (a native sidecar that sexton also ends)
+# Raw results: target/bench/completion.json. Needs root (the node), python3, Go (kubexit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+lib_init completion "$E2E_STATE"
+RUNS=7 UPDATE=true EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) RUNS=$2; shift ;;
+    --quick) RUNS=2 UPDATE=false ;;
+    --no-update) UPDATE=false ;;
+    --no-spread) EXTRA+=("$1") ;;
+    *) die "unknown argument $1 (see the header of $0)" ;;
+  esac
+  shift
+done
+OUT=target/bench
+GEN=$OUT/completion
+mkdir -p "$GEN"
+STRATEGIES=wrap,kubexit,native,controller,native-wrap
+CTL=target/x86_64-unknown-linux-gnu/release/kubectl-sexton
+
+# kubectl-sexton from the root build; the node's images (sexton:e2e, ...) are built by `up`.
+cargo build --release >&2
+eval "$(scripts/e2e-cluster.sh up)"
+export KUBECONFIG
+
+# kubexit:e2e: the kubexit binary at /bin/kubexit and busybox's cp, as kubexit's own image
+# (alpine) offers it to the init container that copies the binary out. For this benchmark
+# only: scripts/e2e-cluster.sh does not build it.
+KUBEXIT="$(bench/kubexit.sh)"
+python3 e2e/mkimage.py "$GEN/kubexit.tar" kubexit:e2e --entrypoint '["/bin/kubexit"]' \
+  --symlink /bin/cp=busybox "$KUBEXIT:/bin/kubexit" /bin/busybox:/bin/busybox
+timeout 60 ctr --address "$E2E_STATE/containerd.sock" -n k8s.io images import "$GEN/kubexit.tar" >/dev/null
+
+# The Jobs, as JSON (inject answers JSON to JSON; the helper edits the names).
+yaml2json() { kubectl create --dry-run=client -o json -f "$1"; }
+yaml2json bench/completion/job.yaml >"$GEN/job.json"
+"$CTL" inject --strategy wrap --sexton-image sexton:e2e -f "$GEN/job.json" >"$GEN/wrap.json"
+"$CTL" inject --strategy native -f "$GEN/job.json" >"$GEN/native.json"
+python3 bench/completion/measure.py native-wrap "$GEN/wrap.json" >"$GEN/native-wrap.json"
+yaml2json bench/completion/job-kubexit.yaml >"$GEN/kubexit.json"
+yaml2json bench/completion/job-controller.yaml >"$GEN/controller.json"
+
+NS="bench-completion-$$"
+kubectl create namespace "$NS" >/dev/null
+kubectl label namespace "$NS" sexton-e2e=true >/dev/null   # removed by e2e-cluster.sh down too
+trap 'kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
+# the namespace's default ServiceAccount, which the pods need to be admitted
+kubectl -n "$NS" wait --for=create serviceaccount/default --timeout=30s >/dev/null
+
+log "$RUNS runs per strategy ($STRATEGIES), interleaved; namespace $NS"
+python3 bench/completion/measure.py run --namespace "$NS" --manifests "$GEN" --strategies "$STRATEGIES" \
+  --runs "$RUNS" --out "$OUT/completion.json" --table "$GEN/table.md" --kubectl-sexton "$CTL" "${EXTRA[@]}"
+
+if $UPDATE; then
+  python3 - "$GEN/table.md" "$OUT/completion.json" BENCHMARKS.md <<'PY'
+import json, sys
+table, raw, doc = sys.argv[1:4]
+r = json.load(open(raw))
+m = r["machine"]
+head = ("Measured %s: %s, %d cores, Linux %s; load average %.2f %.2f %.2f before, %.2f %.2f %.2f after; "
+        "%d runs per strategy, interleaved.\n\n" % (
+    r["started"], m["cpu"], m["cores"], m["kernel"], *m["loadavg_before"], *m["loadavg_after"],
+    r["runs_per_strategy"]))
+busy = sorted(x["machine_busy_cores"] for x in r["runs"])
+tail = "\nMachine busy during the runs (everything, other jobs included): %.2f–%.2f cores (median %.2f) of %d.\n" % (
+    busy[0], busy[-1], busy[len(busy) // 2], m["cores"])
+text = open(doc).read()
+start, end = "<!-- completion:start -->\n", "<!-- completion:end -->"
+i, j = text.index(start) + len(start), text.index(end)
+open(doc, "w").write(text[:i] + head + open(table).read() + tail + text[j:])
+PY
+  log "BENCHMARKS.md updated"
+fi
