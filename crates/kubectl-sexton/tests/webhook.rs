@@ -848,3 +848,103 @@ fn a_self_managed_certificate_near_expiry_is_renewed_with_the_same_ca() {
         served_subject(port)
     );
 }
+
+/// With `--image-pull-secrets`, a Pod's own pull Secret opens the registry that asks for
+/// credentials; without the Secret (or without the flag) the lookup is refused and the Pod
+/// admitted unchanged, the reason in the warning.
+#[test]
+fn image_pull_secrets_are_read_only_when_asked() {
+    let r = registry();
+    let s = Scratch::new("webhook-pull-secrets");
+    let key = format!("sexton-test-pull-{}", std::process::id());
+    let ns = namespace("wh-pull", &[&format!("{key}=true")]);
+    let config = json!({"auths": {r.basic.clone(): {"username": r.user, "password": r.password}}});
+    std::fs::write(s.path("config.json"), config.to_string()).unwrap();
+    let out = kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "regcred",
+        "-n",
+        &ns,
+        &format!(
+            "--from-file=.dockerconfigjson={}",
+            s.path("config.json").display()
+        ),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pod = |name: &str, secrets: bool| {
+        let mut p = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"sexton.dev/inject": "wrap", "sexton.dev/sidecars": "proxy"}},
+            "spec": {"nodeName": "sexton-test-no-such-node", "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": format!("{}/sexton-test/app:1", r.basic)},
+                               {"name": "proxy", "image": "busybox:1", "command": ["sleep", "9"]}]}
+        });
+        if secrets {
+            p["spec"]["imagePullSecrets"] = json!([{"name": "regcred"}]);
+        }
+        p
+    };
+    for flag in [true, false] {
+        let port = free_port();
+        let name = format!("{key}-{flag}");
+        assert!(
+            apply(&configuration(
+                &name,
+                &format!("https://127.0.0.1:{port}"),
+                None,
+                Some(&key)
+            ))
+            .status
+            .success()
+        );
+        let mut args = vec![
+            "--self-managed-tls",
+            "--namespace",
+            &ns,
+            "--tls-secret",
+            &name,
+            "--webhook-configuration",
+            &name,
+            "--service",
+            "pull",
+            "--tls-san",
+            "127.0.0.1",
+            "--insecure-registry",
+            &r.basic,
+        ];
+        if flag {
+            args.push("--image-pull-secrets");
+        }
+        let p = lone_webhook(&s, port, &args);
+        // (until the API server calls it with the new caBundle)
+        let mut last = None;
+        let called = wait_until(LONG, || {
+            let out = dry_run(&ns, &pod("with", true));
+            let called = text(&out.stdout).contains("sexton.dev/injected")
+                || text(&out.stderr).contains("Warning: sexton");
+            last = Some(out);
+            called
+        });
+        let _ = kubectl(&["delete", "mutatingwebhookconfiguration", &name]);
+        assert!(called, "never called:\n{}", p.logs());
+        let with = last.unwrap();
+        if flag {
+            let answered: Value = serde_json::from_slice(&with.stdout).unwrap();
+            assert_eq!(
+                answered["spec"]["containers"][0]["command"],
+                json!(["/sexton/sexton", "--", "/bin/app", "--serve"]),
+                "{}",
+                text(&with.stderr)
+            );
+        } else {
+            assert!(
+                text(&with.stderr).contains("401 unauthorized"),
+                "without the flag: {}",
+                text(&with.stderr)
+            );
+        }
+        drop(p);
+    }
+}

@@ -151,6 +151,7 @@ impl RegistryFlags {
             insecure: self.insecure_registry.clone(),
             docker_config: self.registry_config.clone(),
             timeout: self.registry_timeout,
+            pull_secrets: vec![],
         }
     }
 }

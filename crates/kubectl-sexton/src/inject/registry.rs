@@ -58,6 +58,9 @@ pub struct RegistryOpts {
     pub docker_config: Option<PathBuf>,
     /// The bound of each image's lookup, connection and authentication included.
     pub timeout: Duration,
+    /// Image pull Secrets' docker configs (a name for reasons, the JSON), which win over
+    /// `docker_config` (the webhook's `--image-pull-secrets`).
+    pub pull_secrets: Vec<(String, String)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +123,12 @@ impl<'a> Lookup<'a> {
         // reqwest is built without a crypto provider of its own, so that the binary has one
         // (ring, kube's). Installing fails only when it is installed already.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let credentials = Credentials::load(opts.docker_config.as_deref())?;
+        let mut credentials = Credentials::load(opts.docker_config.as_deref())?;
+        for (name, config) in &opts.pull_secrets {
+            credentials
+                .add_pull_secret(name, config)
+                .map_err(|e| Unresolved(format!("{name} is not a docker config: {e}")))?;
+        }
         // as users write them: `http://host:port/` names the registry host:port
         let insecure: Vec<String> = opts
             .insecure

@@ -120,6 +120,9 @@ pub struct WebhookFlags {
     kubernetes_version: Option<(u32, u32)>,
     #[command(flatten)]
     registry: RegistryFlags,
+    /// Read a Pod's imagePullSecrets to look up its images' entrypoints (needs RBAC secrets get in the Pods' namespaces; off by default)
+    #[arg(long, env = "SEXTON_IMAGE_PULL_SECRETS")]
+    image_pull_secrets: bool,
     /// Serve Prometheus metrics on http://ADDR/metrics
     #[arg(
         long,
@@ -268,12 +271,9 @@ fn reviewer(flags: &WebhookFlags, client: &Client, metrics: Arc<WebhookMetrics>)
         controller: "sexton-webhook".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
-    Reviewer::new(
-        options,
-        flags.registry.opts(),
-        Recorder::new(client.clone(), reporter),
-        metrics,
-    )
+    let secrets = flags.image_pull_secrets.then(|| client.clone());
+    let recorder = Recorder::new(client.clone(), reporter);
+    Reviewer::new(options, flags.registry.opts(), recorder, metrics, secrets)
 }
 
 /// Reads the API server's version now and every few minutes, unless it was given.

@@ -38,6 +38,8 @@ pub struct Reviewer {
     pub registry: RegistryOpts,
     pub recorder: Recorder,
     pub metrics: Arc<WebhookMetrics>,
+    /// With `--image-pull-secrets`: the client that reads a Pod's pull Secrets.
+    pub pull_secrets: Option<kube::Client>,
     lookups: Mutex<HashMap<String, (Instant, Lookup)>>,
 }
 
@@ -47,12 +49,14 @@ impl Reviewer {
         registry: RegistryOpts,
         recorder: Recorder,
         metrics: Arc<WebhookMetrics>,
+        pull_secrets: Option<kube::Client>,
     ) -> Self {
         Reviewer {
             options: Mutex::new(options),
             registry,
             recorder,
             metrics,
+            pull_secrets,
             lookups: Mutex::default(),
         }
     }
@@ -110,7 +114,8 @@ async fn review_pod(
         return (allowed, "skipped");
     };
     let options = reviewer.options.lock().expect("poisoned").clone();
-    let resolver = reviewer.resolver(&pod, &options).await;
+    let namespace = request.namespace.clone().unwrap_or_default();
+    let resolver = reviewer.resolver(&pod, &namespace, &options).await;
     let admission = admit(&pod, scope, &options, &resolver);
     let result = match &admission.outcome {
         None if admission.patch.is_empty() => "unchanged",
@@ -224,15 +229,25 @@ async fn refusal_event(reviewer: &Reviewer, request: &AdmissionRequest<DynamicOb
 }
 
 impl Reviewer {
-    /// The images `wrap` would need for this Pod, from the cache or looked up now.
-    async fn resolver(&self, pod: &Value, options: &Options) -> Lookups {
+    /// The images `wrap` would need for this Pod, from the cache or looked up now (with the
+    /// Pod's pull Secrets, if `--image-pull-secrets`: then cached per namespace and Secrets).
+    async fn resolver(&self, pod: &Value, namespace: &str, options: &Options) -> Lookups {
         let needed = entrypoints_needed(pod, options);
+        if needed.is_empty() {
+            return Lookups(BTreeMap::new());
+        }
+        let secrets = match &self.pull_secrets {
+            Some(client) => read_pull_secrets(client, namespace, pod).await,
+            None => vec![],
+        };
+        let scope: Vec<&str> = secrets.iter().map(|(n, _)| n.as_str()).collect();
+        let key = |image: &str| format!("{}|{image}", scope.join(","));
         let mut known = BTreeMap::new();
         let mut missing = vec![];
         {
             let cache = self.lookups.lock().expect("poisoned");
             for image in needed {
-                match cache.get(&image) {
+                match cache.get(&key(&image)) {
                     Some((at, r)) if at.elapsed() < ttl(r) => {
                         known.insert(image, r.clone());
                     }
@@ -241,18 +256,59 @@ impl Reviewer {
             }
         }
         if !missing.is_empty() {
-            let looked = lookup_all(&missing, &self.registry).await;
+            let opts = RegistryOpts {
+                pull_secrets: secrets.clone(),
+                ..self.registry.clone()
+            };
+            let looked = lookup_all(&missing, &opts).await;
             let mut cache = self.lookups.lock().expect("poisoned");
             if cache.len() > 4096 {
                 cache.retain(|_, (at, r)| at.elapsed() < ttl(r));
             }
             for (image, r) in looked {
-                cache.insert(image.clone(), (Instant::now(), r.clone()));
+                cache.insert(key(&image), (Instant::now(), r.clone()));
                 known.insert(image, r);
             }
         }
         Lookups(known)
     }
+}
+
+/// The docker configs of the Pod's `imagePullSecrets` (those of its ServiceAccount are in
+/// the list already: the API server's ServiceAccount admission runs before webhooks). A
+/// Secret that cannot be read is skipped, with a warning naming the RBAC it needs.
+async fn read_pull_secrets(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &Value,
+) -> Vec<(String, String)> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let mut found = vec![];
+    for name in pod["spec"]["imagePullSecrets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str())
+    {
+        let label = format!("Secret {namespace}/{name}");
+        match api.get_opt(name).await {
+            Ok(Some(secret)) => {
+                let data = secret.data.unwrap_or_default();
+                let config = data
+                    .get(".dockerconfigjson")
+                    .or_else(|| data.get(".dockercfg"));
+                if let Some(text) = config.and_then(|b| String::from_utf8(b.0.clone()).ok()) {
+                    found.push((label, text));
+                }
+            }
+            Ok(None) => debug!("image pull {label} does not exist"),
+            Err(e) => warn!(
+                "cannot read image pull {label} ({e}); RBAC: secrets get (--image-pull-secrets)"
+            ),
+        }
+    }
+    found
 }
 
 fn ttl(r: &Result<ImageCommand, Unresolved>) -> Duration {

@@ -16,8 +16,8 @@ use sexton_inject::Unresolved;
 /// passwords, which must not reach a log.
 #[derive(Default)]
 pub struct Credentials {
-    path: PathBuf,
-    auths: BTreeMap<String, AuthEntry>,
+    /// Each registry's entry, and the file (or Secret) it came from.
+    auths: BTreeMap<String, (AuthEntry, PathBuf)>,
     store: Option<String>,
     helpers: BTreeMap<String, String>,
 }
@@ -84,11 +84,10 @@ impl Credentials {
     fn parse(text: &str, path: PathBuf) -> Result<Self, serde_json::Error> {
         let file: ConfigFile = serde_json::from_str(text)?;
         Ok(Self {
-            path,
             auths: file
                 .auths
                 .into_iter()
-                .map(|(k, v)| (host_key(&k), v))
+                .map(|(k, v)| (host_key(&k), (v, path.clone())))
                 .collect(),
             store: file.creds_store.filter(|s| !s.is_empty()),
             helpers: file
@@ -97,6 +96,21 @@ impl Credentials {
                 .map(|(k, v)| (host_key(&k), v))
                 .collect(),
         })
+    }
+
+    /// Adds the entries of an image pull Secret (`.dockerconfigjson`, or the older
+    /// `.dockercfg`, whose object is the `auths` alone), named `label` in reasons; they win
+    /// over the file's, as the kubelet's pull secrets would.
+    pub fn add_pull_secret(&mut self, label: &str, text: &str) -> Result<(), serde_json::Error> {
+        let file: ConfigFile = serde_json::from_str(text)?;
+        let auths = match file.auths.is_empty() {
+            false => file.auths,
+            true => serde_json::from_str::<BTreeMap<String, AuthEntry>>(text)?,
+        };
+        for (k, v) in auths {
+            self.auths.insert(host_key(&k), (v, PathBuf::from(label)));
+        }
+        Ok(())
     }
 
     /// The authentication to use with `registry` (as an image reference names it), and
@@ -108,8 +122,8 @@ impl Credentials {
         if let Some(helper) = self.helpers.get(&key) {
             return Ok((RegistryAuth::Anonymous, Source::Helper(helper.clone())));
         }
-        let file = Source::File(self.path.clone());
-        if let Some(e) = self.auths.get(&key) {
+        if let Some((e, from)) = self.auths.get(&key) {
+            let file = Source::File(from.clone());
             if let Some(token) = &e.registrytoken {
                 return Ok((RegistryAuth::Bearer(token.clone()), file));
             }
@@ -121,15 +135,12 @@ impl Credentials {
                     Some((user, password)) => Ok((RegistryAuth::Basic(user, password), file)),
                     None => Err(Unresolved(format!(
                         "the `auth` of {registry} in {} is not base64 of USER:PASSWORD",
-                        self.path.display()
+                        from.display()
                     ))),
                 };
             }
             if e.identitytoken.is_some() {
-                return Ok((
-                    RegistryAuth::Anonymous,
-                    Source::IdentityToken(self.path.clone()),
-                ));
+                return Ok((RegistryAuth::Anonymous, Source::IdentityToken(from.clone())));
             }
         }
         match &self.store {
