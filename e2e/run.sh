@@ -18,7 +18,8 @@
 # 6  The kubelet's API through the API server: `kubectl logs` returns a container's output
 #    and `kubectl exec` runs commands in it, exit codes included.
 # 7  `kubectl-sexton inject`: a Job whose marked sidecar sits in spec.containers, injected
-#    native and wrap: main 0 -> Job Complete, main 1 -> Job Failed, the sidecar ended in all.
+#    native, native-wrap and wrap: main 0 -> Job Complete, main 1 -> Job Failed, the
+#    sidecar ended in all.
 # 8  A native sidecar that sexton also ends (an init container with restartPolicy Always whose
 #    command runs behind sexton with KUBEXIT_DEATH_DEPS=main): it exits 0 as soon as main has
 #    (its log says so), and the kubelet neither restarts it nor counts it; six pods, main 0 ->
@@ -160,14 +161,14 @@ all_states() {
 
 scenario7() {
   local ns s c job want; ns=$(fresh_ns inject)
-  for s in native wrap; do
+  for s in native native-wrap wrap; do
     for c in 0 1; do
       sed -e "s/MAIN_CODE/$c/g" -e "s/STRATEGY/$s/g" "$M/job-inject.yaml" \
         | "$CTL_BIN" inject --strategy "$s" --sexton-image sexton:e2e -f - 2>/dev/null \
         | kubectl -n "$ns" apply -f - >/dev/null || fail "7: inject $s failed"
     done
   done
-  for s in native wrap; do
+  for s in native native-wrap wrap; do
     for c in 0 1; do
       job="inject-$s-$c"
       if [ "$c" = 0 ]; then want=Complete; else want=Failed; fi
@@ -179,7 +180,9 @@ scenario7() {
   [ "$(all_states "$ns" inject-native-1)" = "Failed proxy=0 main=1" ] || fail "7: native-1: $(all_states "$ns" inject-native-1)"
   [ "$(all_states "$ns" inject-wrap-0)" = "Succeeded sexton-install=0 main=0 proxy=0" ] || fail "7: wrap-0: $(all_states "$ns" inject-wrap-0)"
   [ "$(all_states "$ns" inject-wrap-1)" = "Failed sexton-install=0 main=1 proxy=0" ] || fail "7: wrap-1: $(all_states "$ns" inject-wrap-1)"
-  pass "7: injected native and wrap: main 0 -> Complete, main 1 -> Failed; the sidecar ended with 0 in all four"
+  [ "$(all_states "$ns" inject-native-wrap-0)" = "Succeeded sexton-install=0 proxy=0 main=0" ] || fail "7: native-wrap-0: $(all_states "$ns" inject-native-wrap-0)"
+  [ "$(all_states "$ns" inject-native-wrap-1)" = "Failed sexton-install=0 proxy=0 main=1" ] || fail "7: native-wrap-1: $(all_states "$ns" inject-native-wrap-1)"
+  pass "7: injected native, native-wrap and wrap: main 0 -> Complete, main 1 -> Failed; the sidecar ended with 0 in all six"
 }
 
 # the pod's init and regular containers: phase name=exit/restarts ...

@@ -98,7 +98,7 @@ fn first_pass(pod: &mut Value, opts: &Options, resolver: &dyn Resolve) -> Outcom
 /// a native sidecar may have); one warning per repair, and per sidecar that is gone.
 fn repair(pod: &mut Value, record: Option<&Record>) -> Vec<String> {
     let mut names: Vec<String> = record
-        .filter(|r| r.mechanism == Mechanism::Native)
+        .filter(|r| matches!(r.mechanism, Mechanism::Native | Mechanism::NativeWrap))
         .map(|r| r.moved.iter().map(|m| m.name.clone()).collect())
         .unwrap_or_default();
     let noted = pod["metadata"]["annotations"][ANNOTATION_NATIVE]

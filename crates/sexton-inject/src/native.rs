@@ -15,34 +15,71 @@
 
 use serde_json::Value;
 
+use crate::entrypoint::Resolve;
 use crate::markers::{env_value, has_marker, strip_markers};
-use crate::options::{Mechanism, Position};
+use crate::options::{Mechanism, Options, Position};
 use crate::record::{Moved, Record};
 use crate::report::Refusal;
 use crate::sidecars::Roles;
 use crate::template::{Template, name};
+use crate::wrap::wrap;
 
 pub fn native(t: &mut Template, roles: &Roles, position: Position) -> Result<Record, Refusal> {
+    check(t, roles, Mechanism::Native)?;
+    let mut record = Record::new(Mechanism::Native, &roles.sidecars, &roles.mains);
+    move_to_init(t, roles, position, 0, &mut record);
+    Ok(record)
+}
+
+/// `native-wrap`: `wrap`, then the sidecars made native, after the init container that
+/// installs the supervisor they run behind.
+pub fn native_wrap(
+    t: &mut Template,
+    roles: &Roles,
+    opts: &Options,
+    resolver: &dyn Resolve,
+) -> Result<Record, Refusal> {
+    check(t, roles, Mechanism::NativeWrap)?;
+    let mut record = wrap(t, roles, opts, resolver)
+        .map_err(|r| Refusal::new(Mechanism::NativeWrap, r.message))?;
+    record.mechanism = Mechanism::NativeWrap;
+    move_to_init(t, roles, opts.position, 1, &mut record);
+    Ok(record)
+}
+
+/// The refusals of both native forms.
+fn check(t: &Template, roles: &Roles, mechanism: Mechanism) -> Result<(), Refusal> {
     for s in &roles.sidecars {
         let c = t.container(s).expect("a sidecar is a container");
         if let Some(why) = meaning_changes(c, &roles.mains) {
-            return Err(Refusal::new(Mechanism::Native, why));
+            return Err(Refusal::new(mechanism, why));
         }
     }
-    let mut record = Record::new(Mechanism::Native, &roles.sidecars, &roles.mains);
+    Ok(())
+}
+
+/// Moves the sidecars to `initContainers` with `restartPolicy: Always`: after the existing
+/// ones, or first but for the `keep_first` init containers sexton put there.
+fn move_to_init(
+    t: &mut Template,
+    roles: &Roles,
+    position: Position,
+    keep_first: usize,
+    record: &mut Record,
+) {
     record.before_list(t, "initContainers");
-    let mut moving = take_sidecars(t, &roles.sidecars, &mut record);
+    let mut moving = take_sidecars(t, &roles.sidecars, record);
     for c in &mut moving {
-        make_native(c, &mut record);
+        make_native(c, record);
     }
     let inits = t.spec_list_mut("initContainers");
     match position {
         Position::Last => inits.extend(moving),
         Position::First => {
-            inits.splice(0..0, moving);
+            let at = keep_first.min(inits.len());
+            inits.splice(at..at, moving);
         }
     }
-    Ok(record)
 }
 
 /// Why moving this sidecar would change the pod's meaning, if it would.

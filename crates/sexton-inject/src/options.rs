@@ -8,6 +8,9 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Strategy {
     Native,
+    /// Native sidecars that the supervisor also ends: as fast as `wrap` (the sidecar exits
+    /// with the mains, and the kubelet does not restart it), with native start order.
+    NativeWrap,
     Wrap,
     #[default]
     Auto,
@@ -15,7 +18,7 @@ pub enum Strategy {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a strategy (native, wrap, auto or disabled)")]
+#[error("{0:?} is not a strategy (native, native-wrap, wrap, auto or disabled)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -24,6 +27,7 @@ impl FromStr for Strategy {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "native" => Ok(Strategy::Native),
+            "native-wrap" => Ok(Strategy::NativeWrap),
             "wrap" => Ok(Strategy::Wrap),
             "auto" => Ok(Strategy::Auto),
             "disabled" => Ok(Strategy::Disabled),
@@ -38,6 +42,9 @@ impl FromStr for Strategy {
 pub enum Mechanism {
     /// Sidecars moved to `initContainers` with `restartPolicy: Always`.
     Native,
+    /// Both: every container behind the supervisor, sidecars native.
+    #[serde(rename = "native-wrap")]
+    NativeWrap,
     /// Every container behind the in-pod supervisor; sidecars die with the mains.
     Wrap,
     /// Sidecars marked for the SidecarTerminator controller.
@@ -48,6 +55,7 @@ impl Mechanism {
     pub fn as_str(self) -> &'static str {
         match self {
             Mechanism::Native => "native",
+            Mechanism::NativeWrap => "native-wrap",
             Mechanism::Wrap => "wrap",
             Mechanism::Controller => "controller",
         }

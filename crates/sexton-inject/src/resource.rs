@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::choose::{native_unavailable, strategy};
 use crate::entrypoint::{ImageCommand, Resolve, Unresolved};
-use crate::native::native;
+use crate::native::{native, native_wrap};
 use crate::options::{Mechanism, Options, Strategy};
 use crate::record::{self, Record};
 use crate::report::{Outcome, Refusal, Report};
@@ -182,6 +182,7 @@ fn apply(
     let mut tried = vec![];
     let order: &[Mechanism] = match strategy {
         Strategy::Native => &[Mechanism::Native],
+        Strategy::NativeWrap => &[Mechanism::NativeWrap],
         Strategy::Wrap => &[Mechanism::Wrap],
         _ => &[Mechanism::Native, Mechanism::Wrap, Mechanism::Controller],
     };
@@ -217,6 +218,10 @@ fn one(
         Mechanism::Native => match native_unavailable(t.spec(), opts) {
             Some(why) => Err(Refusal::new(Mechanism::Native, why)),
             None => native(t, roles, opts.position),
+        },
+        Mechanism::NativeWrap => match native_unavailable(t.spec(), opts) {
+            Some(why) => Err(Refusal::new(Mechanism::NativeWrap, why)),
+            None => native_wrap(t, roles, opts, resolver),
         },
         Mechanism::Wrap => wrap(t, roles, opts, resolver),
         Mechanism::Controller => mark(t, roles),

@@ -39,7 +39,7 @@ pub struct InjectFlags {
         required = true
     )]
     filename: Vec<String>,
-    /// native: init containers with restartPolicy Always; wrap: the in-pod supervisor; auto: native where it works, else wrap, else the SidecarTerminator's markers
+    /// native: init containers with restartPolicy Always; native-wrap: those, ended by the in-pod supervisor with the mains (faster); wrap: the in-pod supervisor; auto: native where it works, else wrap, else the SidecarTerminator's markers
     #[arg(long, value_enum, default_value = "auto")]
     strategy: StrategyArg,
     /// A sidecar's container name, where the template does not say which are; repeatable
@@ -91,6 +91,7 @@ pub struct UninjectFlags {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum StrategyArg {
     Native,
+    NativeWrap,
     Wrap,
     Auto,
     Disabled,
@@ -125,6 +126,7 @@ impl InjectFlags {
         Options {
             strategy: match self.strategy {
                 StrategyArg::Native => Strategy::Native,
+                StrategyArg::NativeWrap => Strategy::NativeWrap,
                 StrategyArg::Wrap => Strategy::Wrap,
                 StrategyArg::Auto => Strategy::Auto,
                 StrategyArg::Disabled => Strategy::Disabled,
