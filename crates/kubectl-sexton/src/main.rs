@@ -7,6 +7,7 @@ mod inject;
 mod kube_client;
 mod logging;
 mod metrics;
+mod results;
 mod webhook;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,9 @@ enum Command {
     Inject(Box<inject::InjectFlags>),
     Uninject(inject::UninjectFlags),
     Webhook(Box<webhook::WebhookFlags>),
+    /// EphemeralJobs: `kubectl sexton ejob results NAME`
+    #[command(subcommand)]
+    Ejob(results::EjobCommand),
     /// Print the EphemeralJob CustomResourceDefinition (YAML)
     Crd,
 }
@@ -40,6 +44,7 @@ fn main() {
         Command::Inject(flags) => inject::inject(*flags),
         Command::Uninject(flags) => inject::uninject(flags),
         Command::Webhook(flags) => webhook::main(*flags),
+        Command::Ejob(cmd) => results::main(cmd),
         Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
     };
     std::process::exit(code);

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::types::EphemeralJob;
+use super::types::{DEFAULT_TTL_AFTER_FINISHED, EphemeralJob};
 
 /// The CRD, with the validation the derive cannot express added as OpenAPI and CEL rules
 /// (no webhook): required fields of each template container, fields an ephemeral
@@ -19,12 +19,18 @@ pub fn crd() -> Value {
         {"rule": "self.?activeDeadlineSeconds == oldSelf.?activeDeadlineSeconds", "message": "spec.activeDeadlineSeconds is immutable (only replicas, parallelism and paused may change)"},
         {"rule": "self.?ttlSecondsAfterFinished == oldSelf.?ttlSecondsAfterFinished", "message": "spec.ttlSecondsAfterFinished is immutable (only replicas, parallelism and paused may change)"},
         {"rule": "self.?ttlSecondsAfterCreated == oldSelf.?ttlSecondsAfterCreated", "message": "spec.ttlSecondsAfterCreated is immutable (only replicas, parallelism and paused may change)"},
+        {"rule": "self.?selectAllPods == oldSelf.?selectAllPods", "message": "spec.selectAllPods is immutable (only replicas, parallelism and paused may change)"},
+        // an empty selector matches every pod: only when said so
+        {"rule": "(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0) || (has(self.selectAllPods) && self.selectAllPods)",
+         "message": "spec.selector is empty, which selects every running pod of the namespace: give matchLabels or matchExpressions, or set spec.selectAllPods: true"},
     ]);
     let spec = &mut schema["properties"]["spec"]["properties"];
     spec["replicas"]["minimum"] = json!(1);
     spec["parallelism"]["minimum"] = json!(1);
     spec["activeDeadlineSeconds"]["minimum"] = json!(1);
     spec["ttlSecondsAfterFinished"]["minimum"] = json!(0);
+    // OpenKruise's default: a finished job goes away after half an hour
+    spec["ttlSecondsAfterFinished"]["default"] = json!(DEFAULT_TTL_AFTER_FINISHED);
     spec["ttlSecondsAfterCreated"]["minimum"] = json!(0);
     let list = &mut spec["template"]["properties"]["ephemeralContainers"];
     list["minItems"] = json!(1);
@@ -44,6 +50,11 @@ pub fn crd() -> Value {
     // bounds for the CEL cost estimate of the subPath rule
     item["properties"]["volumeMounts"]["maxItems"] = json!(32);
     item["properties"]["name"]["pattern"] = json!("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$");
+    // values the API server would refuse only when the containers are injected, late
+    item["properties"]["image"]["pattern"] = json!(r"^\S(.*\S)?$");
+    item["properties"]["imagePullPolicy"]["enum"] = json!(["Always", "IfNotPresent", "Never"]);
+    item["properties"]["terminationMessagePolicy"]["enum"] =
+        json!(["File", "FallbackToLogsOnError"]);
     item["x-kubernetes-validations"] = json!([
         {"rule": "!has(self.ports)", "message": "ephemeral containers may not have ports"},
         {"rule": "!has(self.resources)", "message": "ephemeral containers may not have resources"},
@@ -86,7 +97,18 @@ mod tests {
         assert_eq!(
             cols,
             [
-                "STATUS", "MATCH", "SUCCEED", "FAILED", "RUNNING", "WAITING", "AGE"
+                "STATUS",
+                "MATCH",
+                "SUCCEED",
+                "FAILED",
+                "RUNNING",
+                "WAITING",
+                "AGE",
+                "REPLICAS",
+                "PARALLELISM",
+                "PAUSED",
+                "REFUSED",
+                "FINISHED"
             ]
         );
     }

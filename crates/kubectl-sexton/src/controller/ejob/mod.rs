@@ -8,6 +8,8 @@ mod reconcile;
 mod types;
 
 pub use crd::crd_yaml;
+pub use plan::{Relation, relation, result};
 pub use reconcile::{Ctx, error_policy, jobs_of_pod, reconcile};
+pub use types::{EphemeralJob, Refused, TargetResult};
 
 pub const CONTROLLER: &str = "ephemeraljob";

@@ -8,16 +8,10 @@ use k8s_openapi::api::core::v1::{ContainerStatus, EnvVar, EphemeralContainer, Po
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::core::{Selector, SelectorExt};
 
-use super::types::{ENV_JOB_NAME, ENV_JOB_UID, EphemeralJob, EphemeralJobStatus, Phase};
-
-/// State of one target's injected containers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetState {
-    Waiting,
-    Running,
-    Succeeded,
-    Failed,
-}
+use super::types::{
+    ENV_JOB_NAME, ENV_JOB_UID, EphemeralJob, EphemeralJobStatus, MESSAGE_CAP, Phase, TARGETS_CAP,
+    TargetResult, TargetState,
+};
 
 /// Waiting reasons that mean the container will never start (ephemeral containers are not
 /// restarted). Image pull errors are not in the list: they can clear up (the deadline bounds them).
@@ -163,24 +157,33 @@ fn targets<'a, P: Borrow<Pod>>(job: &EphemeralJob, pods: &'a [P]) -> Targets<'a>
     });
     let no_labels = BTreeMap::new();
     let selected = |p: &Pod| {
-        selector_matches(
-            &job.spec.selector,
-            p.metadata.labels.as_ref().unwrap_or(&no_labels),
-        )
+        selects_anything(job)
+            && selector_matches(
+                &job.spec.selector,
+                p.metadata.labels.as_ref().unwrap_or(&no_labels),
+            )
+    };
+    let refused = |p: &Pod| {
+        let status = job.status.as_ref();
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        status.is_some_and(|s| s.refused.iter().any(|r| r.pod == name))
     };
     let (mut ours, mut free, mut conflicts) = (vec![], vec![], vec![]);
     for p in sorted {
+        // (a pod the selector does not pick is nobody's business here, whatever it holds)
+        let eligible = pod_active(p) && selected(p) && !refused(p);
         match relation(p, job) {
             Relation::Ours => ours.push(p),
-            Relation::Conflict(c) if pod_active(p) => {
+            Relation::Conflict(c) if eligible => {
                 conflicts.push((p.metadata.name.clone().unwrap_or_default(), c))
             }
-            Relation::Free if pod_active(p) && selected(p) => free.push(p),
+            Relation::Free if eligible => free.push(p),
             _ => {}
         }
     }
     let cap = job.spec.replicas.map(|r| r.max(0) as usize);
-    let room = cap.map_or(usize::MAX, |c| c.saturating_sub(ours.len()));
+    let used = ours.len() + refused_count(job);
+    let room = cap.map_or(usize::MAX, |c| c.saturating_sub(used));
     let candidates = free.into_iter().take(room).collect();
     Targets {
         ours,
@@ -199,10 +202,13 @@ pub fn plan(job: &EphemeralJob, pods: &[impl Borrow<Pod>], now: &Time) -> Plan {
         conflicts,
     } = targets(job, pods);
     let mut status = carried_over(job, &old, now);
-    status.matched = (ours.len() + candidates.len()) as i32;
+    let refused = refused_count(job) as i32;
+    status.matched = (ours.len() + candidates.len()) as i32 + refused;
+    status.failed += refused;
     for p in &ours {
         count(&mut status, target_state(p, job));
     }
+    status.targets = results(job, &ours);
     let deadline_exceeded = old.completion_time.is_none() && deadline_passed(job, &status, now);
     let inject = match may_inject(job, &old) && !deadline_exceeded {
         true => next_batch(job, &status, &candidates),
@@ -232,12 +238,112 @@ pub fn plan(job: &EphemeralJob, pods: &[impl Borrow<Pod>], now: &Time) -> Plan {
     }
 }
 
-/// What the new status keeps from the old: times and conditions.
+/// Pods refused so far (exact, also beyond the list's cap).
+fn refused_count(job: &EphemeralJob) -> usize {
+    let status = job.status.as_ref();
+    status.map_or(0, |s| {
+        s.refused_count
+            .map_or(s.refused.len(), |n| n.max(0) as usize)
+    })
+}
+
+/// An empty selector selects nothing unless the job says `selectAllPods` (the CRD refuses
+/// it too; this keeps an object written before that rule from running everywhere).
+fn selects_anything(job: &EphemeralJob) -> bool {
+    let s = &job.spec.selector;
+    let labels = s.match_labels.as_ref().is_some_and(|m| !m.is_empty());
+    let exprs = s.match_expressions.as_ref().is_some_and(|e| !e.is_empty());
+    labels || exprs || job.spec.select_all_pods == Some(true)
+}
+
+/// `status.targets`: each injected container of each target, the most telling first
+/// (failed, running, waiting, succeeded; the most recent first), at most `TARGETS_CAP`.
+fn results(job: &EphemeralJob, ours: &[&Pod]) -> Vec<TargetResult> {
+    let mut all: Vec<TargetResult> = ours
+        .iter()
+        .flat_map(|p| {
+            job.spec
+                .template
+                .ephemeral_containers
+                .iter()
+                .map(move |t| result(p, &t.name))
+        })
+        .collect();
+    let recent = |r: &TargetResult| {
+        r.finished_at
+            .as_ref()
+            .or(r.started_at.as_ref())
+            .map(|t| t.0)
+    };
+    all.sort_by(|a, b| {
+        a.state
+            .cmp(&b.state)
+            .then_with(|| recent(b).cmp(&recent(a)))
+    });
+    all.truncate(TARGETS_CAP);
+    all
+}
+
+/// One injected container's result, from the pod's `ephemeralContainerStatuses`.
+pub fn result(pod: &Pod, container: &str) -> TargetResult {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let st = status_of(pod, container).and_then(|s| s.state.as_ref());
+    let mut r = TargetResult {
+        pod: name,
+        container: container.to_string(),
+        state: TargetState::Waiting,
+        exit_code: None,
+        reason: None,
+        started_at: None,
+        finished_at: None,
+        message: None,
+    };
+    if let Some(t) = st.and_then(|s| s.terminated.as_ref()) {
+        r.state = if t.exit_code == 0 {
+            TargetState::Succeeded
+        } else {
+            TargetState::Failed
+        };
+        r.exit_code = Some(t.exit_code);
+        r.reason = t.reason.clone();
+        r.started_at = t.started_at.clone();
+        r.finished_at = t.finished_at.clone();
+        r.message = t.message.as_deref().map(truncate);
+    } else if let Some(running) = st.and_then(|s| s.running.as_ref()) {
+        r.state = TargetState::Running;
+        r.started_at = running.started_at.clone();
+    } else if let Some(w) = st.and_then(|s| s.waiting.as_ref()) {
+        let reason = w.reason.clone().unwrap_or_default();
+        if START_ERRORS.contains(&reason.as_str()) {
+            r.state = TargetState::Failed;
+            r.message = w.message.as_deref().map(truncate);
+        }
+        r.reason = Some(reason);
+    }
+    if matches!(r.state, TargetState::Running | TargetState::Waiting) && !pod_active(pod) {
+        r.state = TargetState::Failed;
+        r.reason = Some("PodEnded".into());
+    }
+    r
+}
+
+/// At most `MESSAGE_CAP` bytes, cut at a character boundary.
+fn truncate(s: &str) -> String {
+    let mut end = s.len().min(MESSAGE_CAP);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// What the new status keeps from the old: times, conditions and refused pods.
 fn carried_over(job: &EphemeralJob, old: &EphemeralJobStatus, now: &Time) -> EphemeralJobStatus {
     EphemeralJobStatus {
         start_time: old.start_time.clone().or_else(|| Some(now.clone())),
         completion_time: old.completion_time.clone(),
         conditions: old.conditions.clone(),
+        refused: old.refused.clone(),
+        refused_count: old.refused_count,
         observed_generation: job.metadata.generation,
         ..Default::default()
     }
@@ -515,6 +621,65 @@ mod tests {
             ("Failed", "ContainersFailed")
         );
         assert!(p.status.completion_time.is_some());
+    }
+
+    /// A pod the selector does not pick is nobody's business, whatever it holds (a defect
+    /// found by OpenKruise's suite: the conflict branch lacked the selector check).
+    #[test]
+    fn a_conflict_outside_the_selector_is_not_reported() {
+        let mut other = pod("other", 1, "foreign");
+        other.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+        let p = plan(&job(json!({})), &[other, pod("a", 2, "")], &now(10));
+        assert!(p.conflicts.is_empty(), "{:?}", p.conflicts);
+        assert_eq!(p.inject, ["a"]);
+    }
+
+    /// A refused pod is a failed target and is not tried again; the others go on.
+    #[test]
+    fn refused_pods_count_as_failed_and_are_not_tried_again() {
+        let mut j = job(json!({"parallelism": 2}));
+        j.status = Some(EphemeralJobStatus {
+            refused: vec![super::super::types::Refused {
+                pod: "a".into(),
+                message: "422".into(),
+            }],
+            refused_count: Some(1),
+            ..Default::default()
+        });
+        let p = plan(
+            &j,
+            &[pod("a", 1, ""), pod("b", 2, ""), pod("c", 3, "0")],
+            &now(10),
+        );
+        assert_eq!(p.inject, ["b"], "{p:?}");
+        let s = &p.status;
+        assert_eq!((s.matched, s.failed, s.succeeded, s.waiting), (3, 1, 1, 1));
+    }
+
+    #[test]
+    fn results_are_listed_failed_first_and_capped() {
+        let pods: Vec<Pod> = (0..300)
+            .map(|i| pod(&format!("p{i:03}"), i % 60, if i == 7 { "3" } else { "0" }))
+            .collect();
+        let p = plan(&job(json!({})), &pods, &now(10));
+        let t = &p.status.targets;
+        assert_eq!(t.len(), super::super::types::TARGETS_CAP);
+        assert_eq!(
+            (t[0].pod.as_str(), t[0].state, t[0].exit_code),
+            ("p007", TargetState::Failed, Some(3))
+        );
+        assert_eq!(
+            p.status.succeeded, 299,
+            "the counters stay exact beyond the cap"
+        );
+    }
+
+    #[test]
+    fn an_empty_selector_selects_nothing_unless_said() {
+        let j = job(json!({"selector": {}}));
+        assert!(plan(&j, &[pod("a", 1, "")], &now(10)).inject.is_empty());
+        let j = job(json!({"selector": {}, "selectAllPods": true}));
+        assert_eq!(plan(&j, &[pod("a", 1, "")], &now(10)).inject, ["a"]);
     }
 
     #[test]

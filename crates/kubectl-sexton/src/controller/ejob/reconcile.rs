@@ -19,7 +19,9 @@ use tracing::{info, instrument, warn};
 
 use super::CONTROLLER;
 use super::plan::{Plan, containers_for, plan, selector_matches};
-use super::types::{EphemeralJob, EphemeralJobStatus, Phase};
+use super::types::{
+    DEFAULT_TTL_AFTER_FINISHED, EphemeralJob, EphemeralJobStatus, Phase, REFUSED_CAP, Refused,
+};
 use crate::controller::FIELD_MANAGER;
 use crate::controller::error::Error;
 use crate::controller::telemetry::{Telemetry, key};
@@ -162,7 +164,9 @@ impl Wake {
         let secs = |deadline: i64| Duration::from_secs((deadline - now).max(0) as u64);
         if p.finished {
             let (ttl, done) = (
-                job.spec.ttl_seconds_after_finished,
+                job.spec
+                    .ttl_seconds_after_finished
+                    .or(Some(DEFAULT_TTL_AFTER_FINISHED)),
                 p.status.completion_time.as_ref(),
             );
             if let (Some(ttl), Some(done)) = (ttl, done) {
@@ -206,7 +210,9 @@ impl Ttl {
                 job.metadata.creation_timestamp.as_ref(),
             ),
             Ttl::AfterFinished => (
-                job.spec.ttl_seconds_after_finished,
+                job.spec
+                    .ttl_seconds_after_finished
+                    .or(Some(DEFAULT_TTL_AFTER_FINISHED)),
                 job.status.as_ref().and_then(|s| s.completion_time.as_ref()),
             ),
         };
@@ -296,6 +302,10 @@ async fn inject_all(
         match inject(job, ctx, &api, &name, rv).await {
             Ok(Injected::Done) => {}
             Ok(Injected::Replan) => p.status.waiting -= 1,
+            Err(failure @ InjectFailure::Refused { .. }) => {
+                p.status.waiting -= 1;
+                refused(job, ctx, p, &failure).await;
+            }
             Err(failure) if failure.is_fatal() => {
                 p.status.waiting -= 1;
                 fail(job, ctx, p, &failure, now).await;
@@ -378,9 +388,13 @@ impl InjectFailure {
         }
     }
 
-    /// A failure retrying will not change: the job goes to phase Error.
+    /// A failure of the whole job (no API, no permission): it goes to phase Error.
+    /// `Refused` concerns one pod, `Transient` is retried.
     pub fn is_fatal(&self) -> bool {
-        !matches!(self, InjectFailure::Transient { .. })
+        matches!(
+            self,
+            InjectFailure::Unsupported(_) | InjectFailure::Forbidden(_)
+        )
     }
 
     /// The reason of the Event and condition, and the `actions_total` label.
@@ -429,6 +443,32 @@ impl InjectFailure {
             source,
         )
     }
+}
+
+/// One pod refused the containers (a 4xx such as 422: it lacks the target container, say):
+/// that target counts as failed, with the API's reason, and the job carries on.
+async fn refused(job: &EphemeralJob, ctx: &Ctx, p: &mut Plan, failure: &InjectFailure) {
+    let InjectFailure::Refused { pod, .. } = failure else {
+        return;
+    };
+    let message = failure.message();
+    p.status.failed += 1;
+    let count = p
+        .status
+        .refused_count
+        .unwrap_or(p.status.refused.len() as i32)
+        + 1;
+    p.status.refused_count = Some(count);
+    if p.status.refused.len() < REFUSED_CAP {
+        p.status.refused.push(Refused {
+            pod: pod.clone(),
+            message: message.clone(),
+        });
+    }
+    ctx.count("refuse", "InjectRefused");
+    warn!(job = %key(job), pod = %pod, "{message}");
+    ctx.event(job, EventType::Warning, "InjectRefused", message)
+        .await;
 }
 
 /// Puts the job in phase Error for `failure` (sticky: a person has to act).
@@ -515,7 +555,7 @@ mod tests {
             (404, "EphemeralContainersUnsupported", true),
             (405, "EphemeralContainersUnsupported", true),
             (403, "Forbidden", true),
-            (422, "InjectFailed", true),
+            (422, "InjectFailed", false),
             (500, "InjectFailed", false),
             (503, "InjectFailed", false),
         ] {

@@ -29,12 +29,21 @@ pub const ENV_JOB_NAME: &str = "SEXTON_EPHEMERALJOB_NAME";
     printcolumn = r#"{"name":"FAILED","type":"integer","jsonPath":".status.failed","description":"Targets with a container that failed"}"#,
     printcolumn = r#"{"name":"RUNNING","type":"integer","jsonPath":".status.running","description":"Targets with a container running"}"#,
     printcolumn = r#"{"name":"WAITING","type":"integer","jsonPath":".status.waiting","description":"Targets whose containers are injected but not started"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"REPLICAS","type":"integer","jsonPath":".spec.replicas","description":"At most this many targets","priority":1}"#,
+    printcolumn = r#"{"name":"PARALLELISM","type":"integer","jsonPath":".spec.parallelism","description":"Targets waiting or running at once","priority":1}"#,
+    printcolumn = r#"{"name":"PAUSED","type":"boolean","jsonPath":".spec.paused","priority":1}"#,
+    printcolumn = r#"{"name":"REFUSED","type":"integer","jsonPath":".status.refusedCount","description":"Targets whose injection the API refused (counted as failed)","priority":1}"#,
+    printcolumn = r#"{"name":"FINISHED","type":"date","jsonPath":".status.completionTime","priority":1}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct EphemeralJobSpec {
-    /// Pods (in the job's namespace) to run the containers in.
+    /// Pods (in the job's namespace) to run the containers in. An empty selector (every
+    /// running pod of the namespace) is refused unless `selectAllPods` says so.
     pub selector: LabelSelector,
+    /// Allow an empty selector: run in every running pod of the namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select_all_pods: Option<bool>,
     /// Run in at most this many pods; unset: every matching pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
@@ -48,7 +57,7 @@ pub struct EphemeralJobSpec {
     /// Fail the job this long after it started if it has not finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_deadline_seconds: Option<i64>,
-    /// Delete the job this long after it finished (OpenKruise).
+    /// Delete the job this long after it finished (OpenKruise); 1800 when not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds_after_finished: Option<i32>,
     /// Delete the job this long after it was created, finished or not (the original proposal).
@@ -86,6 +95,79 @@ pub struct EphemeralJobStatus {
     pub completion_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// One entry per target and container, at most `TARGETS_CAP`: failed first, then
+    /// running, waiting and succeeded, the most recent first within each (the counters
+    /// above are exact; `kubectl sexton ejob results` lists every target).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetResult>,
+    /// Pods whose injection the API server refused (counted as failed targets, never tried
+    /// again), at most `REFUSED_CAP`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refused>,
+    /// How many pods were refused (exact, also beyond the list's cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_count: Option<i32>,
+}
+
+/// `ttlSecondsAfterFinished` when not given (OpenKruise's default).
+pub const DEFAULT_TTL_AFTER_FINISHED: i32 = 1800;
+
+/// Entries of `status.targets` at most (each below 1.3 KiB: the object stays far below the
+/// API server's size limit however many targets there are).
+pub const TARGETS_CAP: usize = 256;
+/// Entries of `status.refused` at most; a pod refused beyond it is tried again later.
+pub const REFUSED_CAP: usize = 1000;
+/// Bytes of a container's termination message kept in `status.targets`.
+pub const MESSAGE_CAP: usize = 1024;
+
+/// State of one target's injected containers.
+#[derive(
+    Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+pub enum TargetState {
+    Failed,
+    Running,
+    Waiting,
+    Succeeded,
+}
+
+impl TargetState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetState::Failed => "Failed",
+            TargetState::Running => "Running",
+            TargetState::Waiting => "Waiting",
+            TargetState::Succeeded => "Succeeded",
+        }
+    }
+}
+
+/// One injected container of one target.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetResult {
+    pub pod: String,
+    pub container: String,
+    pub state: TargetState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// The container's termination message, at most `MESSAGE_CAP` bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A pod into which the API server refused the containers (a 4xx other than a conflict).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Refused {
+    pub pod: String,
+    pub message: String,
 }
 
 /// The phase of a job.

@@ -36,6 +36,9 @@ pub struct Swap {
     pub container: String,
     pub from: String,
     pub to: String,
+    /// The sidecar was not running but waiting (CrashLoopBackOff, ImagePullBackOff, ...): the
+    /// kubelet starts the replacement instead, once its back-off allows.
+    pub waiting: Option<String>,
 }
 
 /// Why the controller will not act on a sidecar (or what problem it sees): the reason of
@@ -43,7 +46,7 @@ pub struct Swap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     NoMainContainer,
-    SidecarNotRunning,
+    IgnoreExitCodeNotHonoured,
     SwapRefusedNoImage,
     SwapRefusedCommand,
     SwapRefusedPostStart,
@@ -58,7 +61,7 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::NoMainContainer => "NoMainContainer",
-            Reason::SidecarNotRunning => "SidecarNotRunning",
+            Reason::IgnoreExitCodeNotHonoured => "IgnoreExitCodeNotHonoured",
             Reason::SwapRefusedNoImage => "SwapRefusedNoImage",
             Reason::SwapRefusedCommand => "SwapRefusedCommand",
             Reason::SwapRefusedPostStart => "SwapRefusedPostStart",
@@ -75,8 +78,7 @@ impl Reason {
     fn keeps_a_sidecar_running(self) -> bool {
         matches!(
             self,
-            Reason::SidecarNotRunning
-                | Reason::SwapRefusedNoImage
+            Reason::SwapRefusedNoImage
                 | Reason::SwapRefusedCommand
                 | Reason::SwapRefusedPostStart
                 | Reason::SwapRefusedOS
@@ -138,6 +140,13 @@ pub fn named_image(c: &Container) -> Option<&str> {
 pub fn is_sidecar(c: &Container) -> bool {
     let env = c.env.as_deref().unwrap_or_default();
     sexton_inject::kruise_marked(env.iter().map(|e| (e.name.as_str(), e.value.as_deref())))
+}
+
+/// OpenKruise's third marker: the sidecar's exit code must not decide the pod's phase.
+pub const ENV_SIDECAR_IGNORE_EXIT_CODE: &str = "KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE";
+
+fn ignores_exit_code(c: &Container) -> bool {
+    env_value(c, ENV_SIDECAR_IGNORE_EXIT_CODE).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// The pod is Running (the only phase in which this controller may have to act).
@@ -364,25 +373,30 @@ fn swapped_sidecar(pod: &Pod, c: &Container) -> Verdict {
 /// A sidecar not swapped yet: swap it if it runs and a safe quick-exit image is known.
 fn unswapped_sidecar(pod: &Pod, c: &Container, default_image: Option<&str>) -> Verdict {
     let s = status(pod, &c.name);
-    if terminated_code(s).is_some() {
-        return Verdict::Over;
-    }
     let problem = |reason, message| Verdict::Problem(Refusal::new(&c.name, reason, message));
-    if !is_container_running(s) {
-        let (reason, _) = waiting(s).unwrap_or_default();
-        let state = if reason.is_empty() {
-            "no status"
-        } else {
-            &reason
-        };
-        return problem(
-            Reason::SidecarNotRunning,
-            format!(
-                "sidecar {:?} is not running ({state}); sexton swaps only running sidecars, and the pod will not complete until this one ends",
-                c.name
-            ),
-        );
+    match terminated_code(s) {
+        Some(code) if code != 0 && ignores_exit_code(c) => {
+            return problem(
+                Reason::IgnoreExitCodeNotHonoured,
+                format!(
+                    "sidecar {:?} exited with {code} and carries {ENV_SIDECAR_IGNORE_EXIT_CODE}: OpenKruise would write the pod's phase from the mains alone, but sexton does not write pod phases (the kubelet's), so this pod ends Failed; make the sidecar exit 0 on SIGTERM, or let sexton end it (`kubectl sexton inject`: native sidecars or the supervisor)",
+                    c.name
+                ),
+            );
+        }
+        Some(_) => return Verdict::Over,
+        None => {}
     }
+    // A sidecar that waits (CrashLoopBackOff, ImagePullBackOff, ContainerCreating) would keep
+    // the pod alive forever: it is swapped too, and the kubelet starts the replacement.
+    let waiting_for = (!is_container_running(s)).then(|| {
+        let (reason, _) = waiting(s).unwrap_or_default();
+        if reason.is_empty() {
+            "no status".to_string()
+        } else {
+            reason
+        }
+    });
     let named = named_image(c);
     let Some(target) = named.or(default_image).filter(|t| !t.is_empty()) else {
         return problem(
@@ -412,6 +426,7 @@ fn unswapped_sidecar(pod: &Pod, c: &Container, default_image: Option<&str>) -> V
         container: c.name.clone(),
         from,
         to: target.to_string(),
+        waiting: waiting_for,
     })
 }
 
@@ -815,11 +830,59 @@ mod tests {
     }
 
     #[test]
-    fn a_sidecar_that_is_not_running_blocks_and_is_reported() {
-        let p = main_and_sidecar("Never", "0", "pullbackoff");
+    fn a_waiting_sidecar_is_swapped_too() {
+        for state in ["pullbackoff", "waiting"] {
+            let p = main_and_sidecar("Never", "0", state);
+            match decide(&p, Q) {
+                Decision::Act { swaps, problems } => {
+                    assert!(problems.is_empty(), "{problems:?}");
+                    assert_eq!(swaps[0].to, Q.unwrap());
+                    assert!(swaps[0].waiting.is_some(), "{state}");
+                }
+                other => panic!("{state}: {other:?}"),
+            }
+        }
+        // not while the main runs
+        assert!(matches!(
+            decide(&main_and_sidecar("Never", "running", "pullbackoff"), Q),
+            Decision::Wait(_)
+        ));
+    }
+
+    #[test]
+    fn ignore_exit_code_that_cannot_be_honoured_is_reported() {
+        let p = pod(
+            "Never",
+            "Running",
+            vec![
+                container("main", None, json!({})),
+                container(
+                    "proxy",
+                    SIDE,
+                    json!({"env": [{"name": ENV_SIDECAR, "value": "true"},
+                    {"name": ENV_SIDECAR_IGNORE_EXIT_CODE, "value": "true"}]}),
+                ),
+            ],
+            &[("main", "0"), ("proxy", "2")],
+        );
         let problems = only_problems(decide(&p, Q));
-        assert_eq!(problems[0].reason, Reason::SidecarNotRunning);
-        assert!(problems[0].message.contains("ImagePullBackOff"));
+        assert_eq!(problems[0].reason, Reason::IgnoreExitCodeNotHonoured);
+        // exited 0: nothing to honour
+        let fine = pod(
+            "Never",
+            "Running",
+            vec![
+                container("main", None, json!({})),
+                container(
+                    "proxy",
+                    SIDE,
+                    json!({"env": [{"name": ENV_SIDECAR, "value": "true"},
+                {"name": ENV_SIDECAR_IGNORE_EXIT_CODE, "value": "true"}]}),
+                ),
+            ],
+            &[("main", "0"), ("proxy", "0")],
+        );
+        assert!(matches!(decide(&fine, Q), Decision::Done(_)));
     }
 
     /// Apply a swap patch the way the API server would (for what the decision reads).

@@ -167,20 +167,49 @@ async fn patch(api: &Api<Pod>, pod: &Pod, swaps: &[Swap], ctx: &Ctx) -> Result<P
 
 async fn swapped(ctx: &Ctx, pod: &Pod, swaps: &[Swap]) {
     for s in swaps {
-        ctx.telemetry.count("swap", "MainsCompleted");
-        info!(pod = %key(pod), resource_version = %rv(pod), decision = "swap", container = %s.container, from = %s.from, to = %s.to, "swapped sidecar image");
+        let why = if s.waiting.is_some() {
+            "SidecarWaiting"
+        } else {
+            "MainsCompleted"
+        };
+        ctx.telemetry.count("swap", why);
+        info!(pod = %key(pod), resource_version = %rv(pod), decision = "swap", container = %s.container, from = %s.from, to = %s.to, waiting = s.waiting.as_deref().unwrap_or(""), "swapped sidecar image");
     }
-    let list: Vec<String> = swaps
-        .iter()
-        .map(|s| format!("{:?} {} -> {}", s.container, s.from, s.to))
-        .collect();
-    let note = format!(
-        "main containers are done; swapped sidecar image(s) to end them: {}. The kubelet stops each one gracefully and starts its replacement, which exits 0",
-        list.join(", ")
-    );
-    ctx.telemetry
-        .event(pod, EventType::Normal, "SidecarSwapped", "SwapImage", note)
-        .await;
+    let (waiting, running): (Vec<&Swap>, Vec<&Swap>) =
+        swaps.iter().partition(|s| s.waiting.is_some());
+    let list = |l: &[&Swap]| {
+        l.iter()
+            .map(|s| match &s.waiting {
+                Some(w) => format!("{:?} ({w}) {} -> {}", s.container, s.from, s.to),
+                None => format!("{:?} {} -> {}", s.container, s.from, s.to),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !running.is_empty() {
+        let note = format!(
+            "main containers are done; swapped sidecar image(s) to end them: {}. The kubelet stops each one gracefully and starts its replacement, which exits 0",
+            list(&running)
+        );
+        ctx.telemetry
+            .event(pod, EventType::Normal, "SidecarSwapped", "SwapImage", note)
+            .await;
+    }
+    if !waiting.is_empty() {
+        let note = format!(
+            "main containers are done and these sidecars were waiting, not running; swapped their image(s) so the pod can end: {}. The kubelet starts each replacement, which exits 0, once its back-off allows",
+            list(&waiting)
+        );
+        ctx.telemetry
+            .event(
+                pod,
+                EventType::Normal,
+                "SidecarSwappedWhileWaiting",
+                "SwapImage",
+                note,
+            )
+            .await;
+    }
 }
 
 pub fn error_policy(pod: Arc<Pod>, err: &Error, ctx: Arc<Ctx>) -> Action {

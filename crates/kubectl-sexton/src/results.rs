@@ -1,0 +1,216 @@
+//! `kubectl sexton ejob results NAME`: every target of an EphemeralJob, read from the pods
+//! themselves (exact, whatever the cap of `status.targets`), as a table or JSON, and with
+//! `--logs` the tails of the ephemeral containers' logs. It reads with the user's own
+//! credentials: `get` on the job, `list` on pods, `get` on pods/log for `--logs`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use futures_util::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, LogParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::controller::ejob::{EphemeralJob, Relation, TargetResult, relation, result};
+use crate::kube_client;
+use crate::logging;
+
+/// Logs read at once, and at most this much of each.
+const LOG_CONCURRENCY: usize = 4;
+const LOG_BYTES: i64 = 64 * 1024;
+
+#[derive(Subcommand, Debug)]
+pub enum EjobCommand {
+    /// Every target of an EphemeralJob: pod, container, state, exit code, duration, message
+    Results(ResultsFlags),
+}
+
+#[derive(Args, Debug)]
+pub struct ResultsFlags {
+    /// The EphemeralJob
+    name: String,
+    /// Its namespace (default: the kubeconfig context's)
+    #[arg(short, long)]
+    namespace: Option<String>,
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    #[arg(long)]
+    context: Option<String>,
+    #[arg(short, long, value_enum, default_value = "text")]
+    output: Output,
+    /// Also print the tail of each ephemeral container's log
+    #[arg(long)]
+    logs: bool,
+    /// Lines of each log (with --logs)
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+    tail: i64,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+pub fn main(cmd: EjobCommand) -> i32 {
+    let EjobCommand::Results(flags) = cmd;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let Ok(rt) = runtime else {
+        logging::stderr_line("kubectl-sexton: cannot start the async runtime");
+        return 1;
+    };
+    match rt.block_on(run(flags)) {
+        Ok(()) => 0,
+        Err(e) => {
+            logging::stderr_line(&format!("kubectl-sexton ejob results: {e}"));
+            1
+        }
+    }
+}
+
+async fn run(flags: ResultsFlags) -> Result<(), String> {
+    let client = kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    let ns = flags
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let job = Api::<EphemeralJob>::namespaced(client.clone(), &ns)
+        .get(&flags.name)
+        .await
+        .map_err(|e| format!("ephemeraljob {ns}/{}: {e}", flags.name))?;
+    let results = targets(&client, &ns, &job).await?;
+    let refused = job
+        .status
+        .as_ref()
+        .map(|s| s.refused.clone())
+        .unwrap_or_default();
+    let mut out = String::new();
+    match flags.output {
+        Output::Json => {
+            let doc = json!({"job": format!("{ns}/{}", flags.name), "targets": results, "refused": refused});
+            out.push_str(&serde_json::to_string_pretty(&doc).expect("serializes"));
+            out.push('\n');
+        }
+        Output::Text => out.push_str(&table(&results, &refused)),
+    }
+    if flags.logs {
+        out.push_str(&logs(&client, &ns, &results, flags.tail).await);
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .map_err(|e| format!("writing the output: {e}"))
+}
+
+/// The results of every injected container of every pod of the namespace holding ours.
+async fn targets(
+    client: &Client,
+    ns: &str,
+    job: &EphemeralJob,
+) -> Result<Vec<TargetResult>, String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing pods in {ns}: {e}"))?;
+    let mut all: Vec<TargetResult> = pods
+        .items
+        .iter()
+        .filter(|p| relation(p, job) == Relation::Ours)
+        .flat_map(|p| {
+            job.spec
+                .template
+                .ephemeral_containers
+                .iter()
+                .map(move |c| result(p, &c.name))
+        })
+        .collect();
+    all.sort_by(|a, b| (&a.pod, &a.container).cmp(&(&b.pod, &b.container)));
+    Ok(all)
+}
+
+fn table(results: &[TargetResult], refused: &[crate::controller::ejob::Refused]) -> String {
+    let mut rows =
+        vec![["POD", "CONTAINER", "STATE", "EXIT", "DURATION", "MESSAGE"].map(String::from)];
+    for r in results {
+        let duration = match (&r.started_at, &r.finished_at) {
+            (Some(s), Some(f)) => format!("{}s", f.0.as_second() - s.0.as_second()),
+            _ => "-".into(),
+        };
+        let message = r.message.as_deref().or(r.reason.as_deref()).unwrap_or("");
+        rows.push([
+            r.pod.clone(),
+            r.container.clone(),
+            r.state.as_str().to_string(),
+            r.exit_code.map_or("-".into(), |c| c.to_string()),
+            duration,
+            one_line(message),
+        ]);
+    }
+    for r in refused {
+        rows.push([
+            r.pod.clone(),
+            "-".into(),
+            "Refused".into(),
+            "-".into(),
+            "-".into(),
+            one_line(&r.message),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(cells.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The first line of a message, at most 80 characters.
+fn one_line(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("");
+    let cut: String = line.chars().take(80).collect();
+    if cut.len() < line.len() {
+        format!("{cut}...")
+    } else {
+        cut
+    }
+}
+
+/// The tail of each container's log, a few at a time, each bounded in size.
+async fn logs(client: &Client, ns: &str, results: &[TargetResult], tail: i64) -> String {
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    let reads = stream::iter(results)
+        .map(|r| {
+            let api = api.clone();
+            async move {
+                let params = LogParams {
+                    container: Some(r.container.clone()),
+                    tail_lines: Some(tail),
+                    limit_bytes: Some(LOG_BYTES),
+                    ..Default::default()
+                };
+                let text = match api.logs(&r.pod, &params).await {
+                    Ok(t) => t,
+                    Err(e) => format!("(no log: {e})\n"),
+                };
+                format!("\n==> {}/{} <==\n{}", r.pod, r.container, text)
+            }
+        })
+        .buffered(LOG_CONCURRENCY)
+        .collect::<Vec<String>>()
+        .await;
+    reads.concat()
+}
