@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The controllers at scale (issue 16): sexton's SidecarTerminator and EphemeralJob controller
+# against a test API server holding 1 000 and 10 000 running pods, with OpenKruise's
+# manager as the anchor. Writes BENCHMARKS.md's "Controllers at scale" (between its
+# scale:start and scale:end markers) and target/bench/scale.json (every figure, every
+# transition).
+#
+#   bench/scale.sh                   about 30 minutes on 2 cores
+#   bench/scale.sh --quick           200 and 1 000 pods, short windows: to check the harness
+#   bench/scale.sh --sizes 1000 --window 20 --contenders sexton,kruise
+#   bench/scale.sh --rev REV         measure the controller of this commit (default HEAD)
+#   bench/scale.sh --bin PATH        measure this kubectl-sexton instead of building one
+#   bench/scale.sh --no-kruise       without the anchor
+#   bench/scale.sh --no-write        leave BENCHMARKS.md alone (results in target/bench/)
+#   bench/scale.sh --keep            leave the test API server running afterwards
+#
+# The controller and the harness are built from a clean export of the commit (`git archive`
+# into ~/.cache/sexton-bench/scale-src, target directory ~/.cache/sexton-bench/target-scale),
+# never from the work tree, which may hold someone's unfinished change. Needs go, python3.
+# It starts a test control plane of its own (scripts/testenv.sh with the state directory
+# and ports below, so that it does not disturb the one the tests use) and stops it at the
+# end. Other settings are passed to the harness (crates/kubectl-sexton/benches/scale/):
+# `--window`, `--rate-percent`, `--idle`, `--drain`, `--concurrency`, `--contenders`,
+# `--kruise-qps`, `--max-wait-webhook`.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+export SEXTON_TESTENV_STATE="${SEXTON_SCALE_STATE:-/tmp/scale-testenv}"
+export SEXTON_API_PORT="${SEXTON_SCALE_API_PORT:-26543}"
+export SEXTON_ETCD_PORT="${SEXTON_SCALE_ETCD_PORT:-33890}"
+WORK="$ROOT/target/bench/scale"
+JSON="$ROOT/target/bench/scale.json"
+MD="$ROOT/target/bench/scale.md"
+
+log() { echo "scale.sh: $*" >&2; }
+die() { echo "scale.sh: error: $*" >&2; exit 1; }
+
+BIN="" REV=HEAD KRUISE=1 WRITE=1 KEEP=0 ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) ARGS+=(--sizes 200,1000 --window 10 --idle 3 --drain 30); shift ;;
+    --bin) BIN="$2"; shift 2 ;;
+    --rev) REV="$2"; shift 2 ;;
+    --no-kruise) KRUISE=0; shift ;;
+    --no-write) WRITE=0; shift ;;
+    --keep) KEEP=1; shift ;;
+    --sizes|--window|--rate-percent|--idle|--drain|--concurrency|--contenders|--kruise-qps|--max-wait-webhook)
+      ARGS+=("$1" "$2"); shift 2 ;;
+    --no-ejob) ARGS+=("$1"); shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+done
+mkdir -p "$WORK"
+
+# 1. The harness and the controller: release builds of the commit. The controller is
+#    copied, so that nothing changes it during the run.
+CACHE="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}"
+SRC="$CACHE/scale-src"
+COMMIT="$(git rev-parse --short "$REV^{commit}")"
+rm -rf "$SRC" && mkdir -p "$SRC"
+git archive "$COMMIT" | tar -x -C "$SRC"
+[ -f "$SRC/crates/kubectl-sexton/benches/scale/main.rs" ] || die "$REV has no crates/kubectl-sexton/benches/scale"
+log "building the release controller and the harness of $COMMIT (in $SRC)"
+(cd "$SRC" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target-scale}" \
+  cargo build --release -p kubectl-sexton --bin kubectl-sexton --bench scale \
+  --message-format=json-render-diagnostics) >"$WORK/cargo.json"
+read -r BUILT HARNESS < <(python3 - "$WORK/cargo.json" <<'EOF'
+import json, sys
+exe = {}
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        exe[(m["target"]["name"], tuple(m["target"]["kind"]))] = m["executable"]
+print(exe[("kubectl-sexton", ("bin",))], exe[("scale", ("bench",))])
+EOF
+)
+if [ -z "$BIN" ]; then
+  BIN="$WORK/kubectl-sexton"
+  cp "$BUILT" "$BIN"
+fi
+MEASURED="sexton built from \`$COMMIT\`"
+[ "$BIN" = "$WORK/kubectl-sexton" ] || MEASURED="sexton: the binary $BIN (harness of \`$COMMIT\`)"
+
+# 2. The anchor: OpenKruise's manager, built from its Go module (bench/kruise/build.sh).
+KRUISE_BIN="" KRUISE_NOTE=""
+if [ "$KRUISE" = 1 ]; then
+  if KRUISE_BIN="$(bench/kruise/build.sh)"; then
+    log "anchor: $KRUISE_BIN"
+  else
+    KRUISE_BIN=""
+    KRUISE_NOTE=" OpenKruise's manager could not be built (see bench/kruise/build.sh's message): no anchor in this run."
+  fi
+fi
+
+# 3. A test control plane of our own, stopped at the end.
+if [ "$KEEP" = 0 ]; then
+  trap 'scripts/testenv.sh down >/dev/null 2>&1 || true' EXIT
+fi
+scripts/testenv.sh up
+KUBECONFIG_FILE="$SEXTON_TESTENV_STATE/admin.kubeconfig"
+export KUBECONFIG="$KUBECONFIG_FILE"
+KUBECTL="$(scripts/testenv.sh kubectl-dir)/kubectl"
+API_PID="$(cut -d' ' -f1 "$SEXTON_TESTENV_STATE/kube-apiserver.pid")"
+
+"$BIN" crd | "$KUBECTL" apply --server-side -f - >/dev/null
+if [ -n "$KRUISE_BIN" ]; then
+  # kruise-manager as deployed: every CRD of its release (its controllers look for them,
+  # and wait ~16 s for each one missing; a field index needs ImagePullJob's), its
+  # namespace, and its two webhook configurations, empty: its webhook controller needs
+  # them to exist (it fills in their CA), while no webhook of kruise intercepts the
+  # benchmark's pods.
+  src="$(go env GOMODCACHE)/github.com/openkruise/kruise@v1.8.2"
+  "$KUBECTL" apply --server-side -f "$src/config/crd/bases/" >/dev/null
+  "$KUBECTL" create namespace kruise-system --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
+  "$KUBECTL" apply -f - >/dev/null <<'EOF'
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: kruise-mutating-webhook-configuration
+webhooks: []
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: kruise-validating-webhook-configuration
+webhooks: []
+EOF
+fi
+
+# 4. The measurements.
+NOTE="$MEASURED. Test API server: scripts/testenv.sh (kube-apiserver v1.34.4, etcd, kube-controller-manager), with the kube-apiserver's default \`--max-requests-inflight 400\` and \`--max-mutating-requests-inflight 200\` (neither set) and API Priority and Fairness off (testenv's \`--enable-priority-and-fairness=false\`); no client-side rate limit in sexton (kube-rs has none) nor in the harness.$KRUISE_NOTE"
+KRUISE_ARGS=()
+[ -n "$KRUISE_BIN" ] && KRUISE_ARGS=(--kruise "$KRUISE_BIN" --kruise-version v1.8.2)
+log "measuring (log lines of the controllers in $WORK)"
+"$HARNESS" cluster --kubeconfig "$KUBECONFIG_FILE" --sexton "$BIN" "${KRUISE_ARGS[@]}" \
+  --apiserver-pid "$API_PID" --work "$WORK" --json "$JSON" --md "$MD" --note "$NOTE" "${ARGS[@]}"
+
+# 5. BENCHMARKS.md: only the part between our markers (re-read now: others edit other
+#    sections of the file meanwhile).
+if [ "$WRITE" = 1 ]; then
+  python3 - "$ROOT/BENCHMARKS.md" "$MD" <<'EOF'
+import sys
+path, md = sys.argv[1], open(sys.argv[2]).read()
+start, end = "<!-- scale:start -->", "<!-- scale:end -->"
+doc = open(path).read()
+if start in doc and end in doc:
+    head, rest = doc.split(start, 1)
+    _, tail = rest.split(end, 1)
+    doc = head + start + "\n" + md.rstrip("\n") + "\n" + end + tail
+else:
+    doc = doc.rstrip("\n") + "\n\n## Controllers at scale\n\n" + start + "\n" + md.rstrip("\n") + "\n" + end + "\n"
+open(path, "w").write(doc)
+EOF
+  log "BENCHMARKS.md updated (Controllers at scale)"
+fi
+log "results: $JSON, $MD"

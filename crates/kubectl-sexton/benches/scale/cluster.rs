@@ -1,0 +1,539 @@
+//! The cluster part, in this order for each size N:
+//!
+//! 1. N pods created through the API (`--concurrency` at a time) and made Running, in a
+//!    namespace of their own, bound to a node without kubelet.
+//! 2. For each controller measured ("contender"), alone: start it; time until its pod
+//!    cache is filled (sexton's /readyz; kruise's "Starting workers" of its
+//!    SidecarTerminator); wait until it settles (under 2 % of a core for a second); `--idle`
+//!    seconds idle; then the window (`window.rs`): the first `--window` × `--rate-percent` %
+//!    of the pods reach "mains done", `--rate-percent` % of N per second, evenly spaced;
+//!    then up to `--drain` seconds for the last swaps; metrics; stop (SIGTERM).
+//!    The window's pods are then deleted and created again, Running, so that every
+//!    contender starts from the same pods (a terminated container cannot be made to run
+//!    again through the API).
+//! 3. The EphemeralJob end to end (`ejob_e2e.rs`) with sexton's default controller.
+//!
+//! CPU and memory of the controller, the API server and the harness itself are sampled
+//! every 250 ms (`procs.rs`).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde::Serialize;
+
+use crate::contender::{Contender, Kind, Running};
+use crate::ejob_e2e::{self, EjobResult};
+use crate::pods;
+use crate::procs::{
+    PhaseCost, Sampler, Tick, clk_tck, loadavg, machine_cores, ncpu, phase_cost,
+    webhook_bench_running,
+};
+use crate::window::{self, WindowResult};
+use crate::{Result, ctx};
+
+#[derive(clap::Args)]
+pub struct Opts {
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// kubectl-sexton (release build)
+    #[arg(long)]
+    pub sexton: PathBuf,
+    /// OpenKruise's manager, if it could be built
+    #[arg(long)]
+    pub kruise: Option<PathBuf>,
+    /// Its version, for the report
+    #[arg(long, default_value = "")]
+    pub kruise_version: String,
+    #[arg(long, default_value = "sexton-quick-exit:bench")]
+    pub quick_exit_image: String,
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1000, 10000])]
+    pub sizes: Vec<usize>,
+    /// Seconds of "mains done" transitions per contender
+    #[arg(long, default_value_t = 30.0)]
+    pub window: f64,
+    /// Share of the pods reaching "mains done" per second (%)
+    #[arg(long, default_value_t = 1.0)]
+    pub rate_percent: f64,
+    #[arg(long, default_value_t = 10.0)]
+    pub idle: f64,
+    #[arg(long, default_value_t = 60.0)]
+    pub drain: f64,
+    /// API calls of the harness at once while creating and deleting pods
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Which contenders, in order: sexton, sexton-terminator-only, kruise, kruise-default-qps
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = vec!["sexton".to_string(), "sexton-terminator-only".to_string(), "kruise".to_string(), "kruise-default-qps".to_string()]
+    )]
+    pub contenders: Vec<String>,
+    /// kruise-manager's --rest-config-qps and -burst in the "kruise" contender
+    #[arg(long, default_value_t = 1000)]
+    pub kruise_qps: u32,
+    /// The API server's PID (its CPU and memory are sampled too)
+    #[arg(long)]
+    pub apiserver_pid: Option<u32>,
+    #[arg(long, default_value = "scale-node-0")]
+    pub node: String,
+    #[arg(long)]
+    pub no_ejob: bool,
+    /// Wait at most this long (s) for bench/webhook.sh to end before each measured phase
+    #[arg(long, default_value_t = 1800.0)]
+    pub max_wait_webhook: f64,
+    #[arg(long, default_value = "target/bench/scale")]
+    pub work: PathBuf,
+    #[arg(long, default_value = "target/bench/scale.json")]
+    pub json: PathBuf,
+    #[arg(long, default_value = "target/bench/scale.md")]
+    pub md: PathBuf,
+    /// Free text for the report (the commit measured, API server settings)
+    #[arg(long, default_value = "")]
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Costs {
+    pub controller: Option<PhaseCost>,
+    pub apiserver: Option<PhaseCost>,
+    pub harness: Option<PhaseCost>,
+    /// busy cores of the whole machine (other jobs included)
+    pub machine_cores: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ContenderResult {
+    pub label: String,
+    pub command: String,
+    pub kind: Kind,
+    /// process start → pod cache filled (s)
+    pub ready_s: f64,
+    /// process start → settled (s)
+    pub settled_s: f64,
+    pub startup: Costs,
+    pub idle: Costs,
+    pub window: Costs,
+    pub result: WindowResult,
+    pub load_before: String,
+    pub load_after: String,
+    /// bench/webhook.sh seen running at the window's start or end
+    pub webhook_bench_running: bool,
+    pub waited_for_webhook_s: f64,
+    pub metrics: std::collections::BTreeMap<String, f64>,
+    pub log_lines: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EjobRun {
+    pub result: EjobResult,
+    pub costs: Costs,
+    pub metrics: std::collections::BTreeMap<String, f64>,
+    pub load_before: String,
+    pub load_after: String,
+    pub webhook_bench_running: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeResult {
+    pub pods: usize,
+    pub create_s: f64,
+    pub reset_s: Vec<f64>,
+    pub window_pods: usize,
+    pub contenders: Vec<ContenderResult>,
+    pub ejob: Option<EjobRun>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub started: String,
+    pub finished: String,
+    pub machine: String,
+    pub cores: f64,
+    pub note: String,
+    pub kruise_version: String,
+    pub concurrency: usize,
+    pub window_secs: f64,
+    pub rate_percent: f64,
+    pub idle_secs: f64,
+    pub drain_secs: f64,
+    pub sizes: Vec<SizeResult>,
+    pub plan: Vec<crate::plan_bench::Row>,
+}
+
+pub fn run(o: Opts) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ctx("starting the runtime"))?;
+    rt.block_on(run_async(o))
+}
+
+async fn client(kubeconfig: &PathBuf) -> Result<Client> {
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(ctx("reading the kubeconfig"))?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(ctx("kubeconfig"))?;
+    Client::try_from(config).map_err(ctx("client"))
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map(|kb| format!("{:.0} GiB", kb / 1024.0 / 1024.0))
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpu}, {} cores, {mem}, Linux {}", ncpu(), kernel.trim())
+}
+
+fn contenders(o: &Opts) -> Result<Vec<Contender>> {
+    let mut out = vec![];
+    for c in &o.contenders {
+        let (kind, bin) = match c.as_str() {
+            "sexton" => (Kind::Sexton { controllers: None }, o.sexton.clone()),
+            "sexton-terminator-only" => (
+                Kind::Sexton {
+                    controllers: Some("sidecar-terminator".into()),
+                },
+                o.sexton.clone(),
+            ),
+            "kruise" | "kruise-default-qps" => {
+                let Some(bin) = o.kruise.clone() else {
+                    continue;
+                };
+                let qps = (c == "kruise").then_some((o.kruise_qps, o.kruise_qps));
+                (Kind::Kruise { qps }, bin)
+            }
+            other => return Err(format!("unknown contender {other:?}")),
+        };
+        out.push(Contender {
+            label: c.clone(),
+            kind,
+            bin,
+        });
+    }
+    Ok(out)
+}
+
+async fn run_async(o: Opts) -> Result<()> {
+    std::fs::create_dir_all(&o.work).map_err(ctx("creating the work directory"))?;
+    let client = client(&o.kubeconfig).await?;
+    let contenders = contenders(&o)?;
+    let mut report = Report {
+        started: now(),
+        finished: String::new(),
+        machine: machine(),
+        cores: ncpu(),
+        note: o.note.clone(),
+        kruise_version: o.kruise_version.clone(),
+        concurrency: o.concurrency,
+        window_secs: o.window,
+        rate_percent: o.rate_percent,
+        idle_secs: o.idle,
+        drain_secs: o.drain,
+        sizes: vec![],
+        plan: crate::plan_bench::rows(&crate::plan_bench::Opts {
+            sizes: o.sizes.clone(),
+            secs: 1.0,
+            ..Default::default()
+        }),
+    };
+    for &n in &o.sizes {
+        let size = one_size(&o, &client, &contenders, n).await?;
+        report.sizes.push(size);
+        write(&o, &mut report)?;
+    }
+    report.finished = now();
+    write(&o, &mut report)?;
+    eprintln!("scale: done: {} and {}", o.json.display(), o.md.display());
+    Ok(())
+}
+
+fn write(o: &Opts, report: &mut Report) -> Result<()> {
+    std::fs::write(&o.json, serde_json::to_string_pretty(&report).unwrap())
+        .map_err(ctx(format!("writing {}", o.json.display())))?;
+    std::fs::write(&o.md, crate::report::markdown(report))
+        .map_err(ctx(format!("writing {}", o.md.display())))
+}
+
+async fn one_size(
+    o: &Opts,
+    client: &Client,
+    contenders: &[Contender],
+    n: usize,
+) -> Result<SizeResult> {
+    let ns = format!("scale-{n}");
+    eprintln!("scale: {n} pods in namespace {ns}");
+    pods::ensure_namespace(client, &ns).await?;
+    pods::delete_all(client, &ns).await?;
+    pods::delete_node(client, &o.node).await?;
+    let names: Vec<String> = (0..n).map(pods::name).collect();
+    let t = Instant::now();
+    pods::create_running(
+        client,
+        &ns,
+        names.clone(),
+        &o.node,
+        &o.quick_exit_image,
+        o.concurrency,
+    )
+    .await?;
+    let create_s = t.elapsed().as_secs_f64();
+    eprintln!("scale: created {n} running pods in {create_s:.1} s");
+    let rate = n as f64 * o.rate_percent / 100.0;
+    let window_pods = ((rate * o.window).round() as usize).min(n);
+    let slice: Vec<String> = names[..window_pods].to_vec();
+    let mut size = SizeResult {
+        pods: n,
+        create_s,
+        reset_s: vec![],
+        window_pods,
+        contenders: vec![],
+        ejob: None,
+    };
+    let mut dirty = false;
+    for c in contenders {
+        if dirty {
+            size.reset_s.push(reset(o, client, &ns, &slice).await?);
+        }
+        match c.kind {
+            Kind::Kruise { .. } => pods::ensure_vk_node(client, &o.node).await?,
+            Kind::Sexton { .. } => pods::delete_node(client, &o.node).await?,
+        }
+        let r = measure(o, client, c, &ns, &slice, rate).await?;
+        print_summary(n, &r);
+        size.contenders.push(r);
+        dirty = true;
+    }
+    pods::delete_node(client, &o.node).await?;
+    if !o.no_ejob {
+        if dirty {
+            size.reset_s.push(reset(o, client, &ns, &slice).await?);
+        }
+        size.ejob = Some(ejob(o, client, &ns, n).await?);
+    }
+    eprintln!("scale: deleting the {n} pods");
+    pods::delete_all(client, &ns).await?;
+    Ok(size)
+}
+
+/// The window's pods again as they were: deleted and created anew, Running.
+async fn reset(o: &Opts, client: &Client, ns: &str, slice: &[String]) -> Result<f64> {
+    let t = Instant::now();
+    pods::delete_now(client, ns, slice.to_vec(), o.concurrency).await?;
+    pods::create_running(
+        client,
+        ns,
+        slice.to_vec(),
+        &o.node,
+        &o.quick_exit_image,
+        o.concurrency,
+    )
+    .await?;
+    let s = t.elapsed().as_secs_f64();
+    eprintln!("scale: reset the window's {} pods in {s:.1} s", slice.len());
+    Ok(s)
+}
+
+/// Waits while bench/webhook.sh runs (another engineer's benchmark waits for quiet
+/// windows: ours should not overlap theirs); the seconds waited.
+async fn quiet(o: &Opts) -> f64 {
+    let t = Instant::now();
+    let mut said = false;
+    while webhook_bench_running() && t.elapsed().as_secs_f64() < o.max_wait_webhook {
+        if !said {
+            eprintln!("scale: bench/webhook.sh is running; waiting for it to end");
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    t.elapsed().as_secs_f64()
+}
+
+fn costs(ticks: &[Tick], clk: f64) -> Costs {
+    Costs {
+        controller: phase_cost(ticks, 0, clk),
+        apiserver: phase_cost(ticks, 1, clk),
+        harness: phase_cost(ticks, 2, clk),
+        machine_cores: machine_cores(ticks, ncpu()),
+    }
+}
+
+/// Starts `c`, waits until its cache is filled and it has settled: (ready after, settled after).
+async fn start_settled(
+    o: &Opts,
+    c: &Contender,
+    sampler_pids: impl Fn(u32) -> Vec<u32>,
+) -> Result<(Running, Sampler, Vec<u32>, Instant, Instant, Instant, f64)> {
+    let mut r = c.start(&o.kubeconfig, &o.quick_exit_image, &o.work)?;
+    let pids = sampler_pids(r.pid);
+    let sampler = Sampler::start(pids.clone());
+    let t0 = sampler.mark(&pids).at;
+    let ready = c.wait_ready(&mut r, Duration::from_secs(600)).await?;
+    let t_ready = sampler.mark(&pids).at;
+    let clk = clk_tck();
+    // settled: under 2 % of a core over one second (at most 120 s)
+    let mut prev = sampler.mark(&pids);
+    let limit = Instant::now() + Duration::from_secs(120);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let cur = sampler.mark(&pids);
+        let used = match (prev.procs[0], cur.procs[0]) {
+            (Some(a), Some(b)) => (b.cpu_ticks - a.cpu_ticks) as f64 / clk,
+            _ => return Err(format!("{} exited; log: {}", c.label, r.log.display())),
+        };
+        let secs = cur.at.duration_since(prev.at).as_secs_f64();
+        if used / secs < 0.02 || Instant::now() > limit {
+            break;
+        }
+        prev = cur;
+    }
+    let t_settled = sampler.mark(&pids).at;
+    Ok((
+        r,
+        sampler,
+        pids,
+        t0,
+        t_ready,
+        t_settled,
+        ready.as_secs_f64(),
+    ))
+}
+
+fn self_pid() -> u32 {
+    std::process::id()
+}
+
+async fn measure(
+    o: &Opts,
+    client: &Client,
+    c: &Contender,
+    ns: &str,
+    slice: &[String],
+    rate: f64,
+) -> Result<ContenderResult> {
+    eprintln!("scale: {}: starting", c.label);
+    let waited = quiet(o).await;
+    let api = o.apiserver_pid.unwrap_or(0);
+    let (r, sampler, pids, t0, t_ready, t_settled, ready_s) =
+        start_settled(o, c, |pid| vec![pid, api, self_pid()]).await?;
+    let clk = clk_tck();
+    eprintln!(
+        "scale: {}: cache filled after {ready_s:.2} s, settled after {:.1} s",
+        c.label,
+        t_settled.duration_since(t0).as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs_f64(o.idle)).await;
+    let t_idle = sampler.mark(&pids).at;
+    let waited = waited + quiet(o).await;
+    let load_before = loadavg();
+    let busy_before = webhook_bench_running();
+    let t_win = sampler.mark(&pids).at;
+    let drain = Duration::from_secs_f64(o.drain);
+    let result = window::run(client, ns, slice, rate, &o.quick_exit_image, drain).await?;
+    let t_end = sampler.mark(&pids).at;
+    let busy_after = webhook_bench_running();
+    let load_after = loadavg();
+    let metrics = r.metrics().await;
+    let log_lines = std::fs::read_to_string(&r.log)
+        .map(|l| l.lines().count())
+        .unwrap_or(0);
+    let out = ContenderResult {
+        label: c.label.clone(),
+        command: c.describe(&o.quick_exit_image),
+        kind: c.kind.clone(),
+        ready_s,
+        settled_s: t_settled.duration_since(t0).as_secs_f64(),
+        startup: costs(&sampler.between(t0, t_settled), clk),
+        idle: costs(&sampler.between(t_settled, t_idle), clk),
+        window: costs(&sampler.between(t_win, t_end), clk),
+        result,
+        load_before,
+        load_after,
+        webhook_bench_running: busy_before || busy_after,
+        waited_for_webhook_s: waited,
+        metrics,
+        log_lines,
+    };
+    let _ = t_ready;
+    r.stop().await;
+    drop(sampler);
+    Ok(out)
+}
+
+async fn ejob(o: &Opts, client: &Client, ns: &str, n: usize) -> Result<EjobRun> {
+    let c = Contender {
+        label: "sexton-ejob".into(),
+        kind: Kind::Sexton { controllers: None },
+        bin: o.sexton.clone(),
+    };
+    quiet(o).await;
+    let api = o.apiserver_pid.unwrap_or(0);
+    let (r, sampler, pids, _t0, _t_ready, _t_settled, _ready) =
+        start_settled(o, &c, |pid| vec![pid, api, self_pid()]).await?;
+    quiet(o).await;
+    let load_before = loadavg();
+    let busy_before = webhook_bench_running();
+    let t_start = sampler.mark(&pids).at;
+    let name = format!("scale-{n}");
+    eprintln!("scale: EphemeralJob over {n} pods");
+    let result = ejob_e2e::run(client, ns, &name, n, Duration::from_secs(900)).await?;
+    let t_end = sampler.mark(&pids).at;
+    let clk = clk_tck();
+    let out = EjobRun {
+        costs: costs(&sampler.between(t_start, t_end), clk),
+        metrics: r.metrics().await,
+        load_before,
+        load_after: loadavg(),
+        webhook_bench_running: busy_before || webhook_bench_running(),
+        result,
+    };
+    eprintln!(
+        "scale: EphemeralJob: first {:?} s, all {:?} s, {} of {n} injected",
+        out.result.first_s, out.result.all_s, out.result.injected
+    );
+    r.stop().await;
+    Ok(out)
+}
+
+fn print_summary(n: usize, r: &ContenderResult) {
+    let l = r.result.latency_ms.as_ref();
+    let w = r.window.controller.as_ref();
+    let i = r.idle.controller.as_ref();
+    eprintln!(
+        "scale: {n} pods, {}: reaction p50 {:.1} ms p99 {:.1} ms ({} of {} swapped); RSS idle {:.1} MB, window max {:.1} MB; CPU idle {:.1} %, window {:.1} %",
+        r.label,
+        l.map_or(f64::NAN, |l| l.p50),
+        l.map_or(f64::NAN, |l| l.p99),
+        r.result.swapped,
+        r.result.transitions,
+        i.map_or(f64::NAN, |c| c.rss_end_kb as f64 / 1024.0),
+        w.map_or(f64::NAN, |c| c.rss_max_kb as f64 / 1024.0),
+        i.map_or(f64::NAN, |c| c.cores * 100.0),
+        w.map_or(f64::NAN, |c| c.cores * 100.0),
+    );
+}

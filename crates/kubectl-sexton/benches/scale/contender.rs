@@ -1,0 +1,191 @@
+//! The controllers measured, each a real process: sexton's `kubectl-sexton controller`, and
+//! OpenKruise's manager (kruise-manager, built from its Go module by bench/kruise/build.sh)
+//! with only its SidecarTerminator enabled among the pod controllers that need no CRD.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::http::{free_port, get, parse_metrics};
+use crate::{Result, ctx};
+
+#[derive(Debug, Clone, Serialize)]
+pub enum Kind {
+    /// `kubectl-sexton controller`; `controllers`: its `--controllers` (None: the default, both)
+    Sexton { controllers: Option<String> },
+    /// kruise-manager; `qps`: its `--rest-config-qps`/`--rest-config-burst` (None: its defaults, 30/50)
+    Kruise { qps: Option<(u32, u32)> },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Contender {
+    /// A short name for tables and files.
+    pub label: String,
+    pub kind: Kind,
+    pub bin: PathBuf,
+}
+
+pub struct Running {
+    pub child: Child,
+    pub pid: u32,
+    pub metrics: String,
+    pub health: String,
+    pub log: PathBuf,
+    pub started: Instant,
+}
+
+impl Contender {
+    /// The command line, for the report.
+    pub fn describe(&self, quick: &str) -> String {
+        match &self.kind {
+            Kind::Sexton { controllers } => format!(
+                "kubectl-sexton controller --quick-exit-image {quick}{}",
+                controllers
+                    .as_ref()
+                    .map(|c| format!(" --controllers {c}"))
+                    .unwrap_or_default()
+            ),
+            Kind::Kruise { qps } => format!(
+                "kruise-manager --feature-gates=SidecarTerminator=true --enable-leader-election=false{}",
+                qps.map(|(q, b)| format!(" --rest-config-qps={q} --rest-config-burst={b}"))
+                    .unwrap_or_default()
+            ),
+        }
+    }
+
+    pub fn start(&self, kubeconfig: &Path, quick: &str, work: &Path) -> Result<Running> {
+        let (m, h) = (free_port(), free_port());
+        let metrics = format!("127.0.0.1:{m}");
+        let health = format!("127.0.0.1:{h}");
+        let log = work.join(format!("{}.log", self.label));
+        let out =
+            std::fs::File::create(&log).map_err(ctx(format!("creating {}", log.display())))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.env("KUBECONFIG", kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().map_err(ctx("log file"))?)
+            .stderr(out);
+        match &self.kind {
+            Kind::Sexton { controllers } => {
+                cmd.arg("controller")
+                    .arg("--kubeconfig")
+                    .arg(kubeconfig)
+                    .args(["--quick-exit-image", quick])
+                    .args(["--metrics-addr", &metrics, "--health-addr", &health]);
+                if let Some(c) = controllers {
+                    cmd.args(["--controllers", c]);
+                }
+            }
+            Kind::Kruise { qps } => {
+                let certs = work.join(format!("{}-certs", self.label));
+                std::fs::create_dir_all(&certs).map_err(ctx("kruise's cert directory"))?;
+                cmd.arg("--kubeconfig")
+                    .arg(kubeconfig)
+                    .args([
+                        "--enable-leader-election=false",
+                        "--enable-pprof=false",
+                        "--feature-gates=SidecarTerminator=true",
+                        &format!("--metrics-addr={metrics}"),
+                        &format!("--health-probe-addr={health}"),
+                    ])
+                    .env("POD_NAMESPACE", "kruise-system")
+                    .env("WEBHOOK_PORT", free_port().to_string())
+                    .env("WEBHOOK_CERT_DIR", &certs);
+                if let Some((q, b)) = qps {
+                    cmd.arg(format!("--rest-config-qps={q}"))
+                        .arg(format!("--rest-config-burst={b}"));
+                }
+            }
+        }
+        let child = cmd
+            .spawn()
+            .map_err(ctx(format!("starting {}", self.bin.display())))?;
+        let pid = child.id();
+        Ok(Running {
+            child,
+            pid,
+            metrics,
+            health,
+            log,
+            started: Instant::now(),
+        })
+    }
+
+    /// Whether the controller has its pod cache filled and reconciles: sexton's /readyz;
+    /// for kruise, controller-runtime's "Starting workers" of the SidecarTerminator (logged
+    /// once its pod informer has synced).
+    pub async fn ready(&self, r: &Running) -> bool {
+        match self.kind {
+            Kind::Sexton { .. } => get(&r.health, "/readyz")
+                .await
+                .is_some_and(|(c, _)| c == 200),
+            Kind::Kruise { .. } => std::fs::read_to_string(&r.log).is_ok_and(|l| {
+                l.lines()
+                    .any(|l| l.contains("Starting workers") && l.contains("sidecarterminator"))
+            }),
+        }
+    }
+
+    /// Waits until ready (up to `limit`), failing early if the process exits.
+    pub async fn wait_ready(&self, r: &mut Running, limit: Duration) -> Result<Duration> {
+        let end = Instant::now() + limit;
+        loop {
+            if self.ready(r).await {
+                return Ok(r.started.elapsed());
+            }
+            if let Ok(Some(status)) = r.child.try_wait() {
+                return Err(format!(
+                    "{} exited ({status}) before it was ready; log: {}",
+                    self.label,
+                    r.log.display()
+                ));
+            }
+            if Instant::now() > end {
+                return Err(format!(
+                    "{} not ready after {limit:?}; log: {}",
+                    self.label,
+                    r.log.display()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Running {
+    /// Prometheus metrics (sexton: `sexton_controller_*`; kruise: controller-runtime's).
+    pub async fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
+        get(&self.metrics, "/metrics")
+            .await
+            .map(|(_, body)| parse_metrics(&body))
+            .unwrap_or_default()
+    }
+
+    /// SIGTERM, then SIGKILL after 15 s.
+    pub async fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        let end = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Running {
+    /// A harness that fails half-way leaves no controller behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The EphemeralJob end to end: a job selecting every pod of the namespace, with
+//! `parallelism` as high as the number of pods (every target may be injected at once), from
+//! the API server's answer to its creation until the harness's pod watch has seen every
+//! target's ephemeral container (the API server accepted each before it was watched).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::watcher::{self, Event, watcher};
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use crate::pods::{LABEL, MAIN};
+use crate::types::{ENV_JOB_NAME, EphemeralJob};
+use crate::{Result, ctx};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EjobResult {
+    pub targets: usize,
+    pub parallelism: i32,
+    /// creation answered → first target's containers seen (s)
+    pub first_s: Option<f64>,
+    /// creation answered → the given share of targets seen (s): 10 %, 50 %, 90 %, 100 %
+    pub p10_s: Option<f64>,
+    pub p50_s: Option<f64>,
+    pub p90_s: Option<f64>,
+    pub all_s: Option<f64>,
+    pub injected: usize,
+    /// targets per second between the first and the last injection seen
+    pub per_sec: Option<f64>,
+    /// creation answered → the job's status counts every target (waiting + running) (s)
+    pub status_s: Option<f64>,
+    pub status: serde_json::Value,
+}
+
+fn job(ns: &str, name: &str, parallelism: i32) -> EphemeralJob {
+    serde_json::from_value(json!({
+        "apiVersion": "sexton.dev/v1alpha1", "kind": "EphemeralJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "selector": {"matchLabels": {LABEL.0: LABEL.1}},
+            "parallelism": parallelism,
+            "ttlSecondsAfterFinished": 600,
+            "template": {"ephemeralContainers": [{
+                "name": "probe", "image": "busybox:1.36",
+                "imagePullPolicy": "IfNotPresent", "terminationMessagePolicy": "File",
+                "targetContainerName": MAIN, "command": ["sh", "-c", "pgrep -x report >/dev/null"]
+            }]}
+        }
+    }))
+    .expect("ejob literal")
+}
+
+fn ours(pod: &Pod, job: &str) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_ref())
+        .is_some_and(|ecs| {
+            ecs.iter().any(|c| {
+                c.env
+                    .as_deref()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| e.name == ENV_JOB_NAME && e.value.as_deref() == Some(job))
+            })
+        })
+}
+
+pub async fn run(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    targets: usize,
+    limit: Duration,
+) -> Result<EjobResult> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let jobs: Api<EphemeralJob> = Api::namespaced(client.clone(), ns);
+    let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let (tx, rx) = oneshot::channel();
+    let (s2, job_name) = (seen.clone(), name.to_string());
+    let watch = tokio::spawn(async move {
+        let mut tx = Some(tx);
+        let mut s = watcher(pods, watcher::Config::default()).boxed();
+        while let Some(ev) = s.next().await {
+            let now = Instant::now();
+            match ev {
+                Ok(Event::Apply(p)) if ours(&p, &job_name) => {
+                    let n = p.metadata.name.clone().unwrap_or_default();
+                    s2.lock().unwrap().entry(n).or_insert(now);
+                }
+                Ok(Event::InitDone) => {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("scale: harness watch: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(120), rx)
+        .await
+        .map_err(|_| "the harness's pod watch did not list the pods within 120 s".to_string())?
+        .map_err(|_| "the harness's pod watch ended".to_string())?;
+
+    let parallelism = targets as i32;
+    jobs.create(&PostParams::default(), &job(ns, name, parallelism))
+        .await
+        .map_err(ctx("creating the EphemeralJob"))?;
+    let created = Instant::now();
+    let end = created + limit;
+    while Instant::now() < end && seen.lock().unwrap().len() < targets {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // the job's status, once it counts every target
+    let mut status_s = None;
+    let mut status = serde_json::Value::Null;
+    let status_end = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < status_end {
+        if let Ok(j) = jobs.get(name).await {
+            status = serde_json::to_value(&j.status).unwrap_or_default();
+            let s = j.status.unwrap_or_default();
+            if (s.waiting + s.running + s.succeeded + s.failed) as usize >= targets {
+                status_s = Some(created.elapsed().as_secs_f64());
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    watch.abort();
+    let _ = jobs.delete(name, &DeleteParams::default()).await;
+
+    let mut times: Vec<f64> = seen
+        .lock()
+        .unwrap()
+        .values()
+        .map(|t| t.saturating_duration_since(created).as_secs_f64())
+        .collect();
+    times.sort_by(|a, b| a.total_cmp(b));
+    let share = |p: f64| -> Option<f64> {
+        let k = ((p * targets as f64).ceil() as usize).max(1);
+        times.get(k - 1).copied()
+    };
+    let per_sec = match (times.first(), times.last()) {
+        (Some(a), Some(b)) if b > a => Some((times.len() - 1) as f64 / (b - a)),
+        _ => None,
+    };
+    Ok(EjobResult {
+        targets,
+        parallelism,
+        first_s: times.first().copied(),
+        p10_s: share(0.10),
+        p50_s: share(0.50),
+        p90_s: share(0.90),
+        all_s: share(1.0),
+        injected: times.len(),
+        per_sec,
+        status_s,
+        status,
+    })
+}

@@ -1,0 +1,384 @@
+//! The results as Markdown: the part of BENCHMARKS.md's "Controllers at scale" between its
+//! `scale:start` and `scale:end` markers (bench/scale.sh puts it there).
+
+use crate::cluster::{ContenderResult, Costs, Report, SizeResult};
+use crate::contender::Kind;
+use crate::stats::Summary;
+
+/// 12345.6 → "12,346"
+pub fn thousands(v: f64) -> String {
+    if !v.is_finite() {
+        return "–".into();
+    }
+    let s = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 { format!("-{out}") } else { out }
+}
+
+fn ms(v: f64) -> String {
+    if !v.is_finite() {
+        "not swapped".into()
+    } else if v.abs() >= 100.0 {
+        thousands(v)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn mb(kb: u64) -> String {
+    format!("{:.1}", kb as f64 * 1024.0 / 1e6)
+}
+
+fn title(r: &Report, c: &ContenderResult) -> String {
+    let v = if r.kruise_version.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", r.kruise_version)
+    };
+    match &c.kind {
+        Kind::Sexton { controllers: None } => "sexton (default: both controllers)".into(),
+        Kind::Sexton {
+            controllers: Some(c),
+        } => format!("sexton `--controllers {c}`"),
+        Kind::Kruise { qps: Some((q, _)) } => format!("OpenKruise{v}, client QPS {q}"),
+        Kind::Kruise { qps: None } => format!("OpenKruise{v}, default client QPS 30"),
+    }
+}
+
+type Cell = Box<dyn Fn(&ContenderResult) -> String>;
+type SizeCell = Box<dyn Fn(&SizeResult) -> String>;
+
+fn lat(f: fn(&Summary) -> f64) -> Cell {
+    Box::new(move |c| {
+        c.result
+            .latency_ms
+            .as_ref()
+            .map_or("–".into(), |s| ms(f(s)))
+    })
+}
+
+fn cost(pick: fn(&ContenderResult) -> &Costs, f: fn(&crate::procs::PhaseCost) -> String) -> Cell {
+    Box::new(move |c| pick(c).controller.as_ref().map_or("–".into(), f))
+}
+
+fn size_table(r: &Report, s: &SizeResult) -> String {
+    let mut out = format!(
+        "**{} running pods**: {} of them reach \"mains done\" in each contender's window, {} per second ({} % of the pods per second) for {:.0} s.\n\n",
+        thousands(s.pods as f64),
+        thousands(s.window_pods as f64),
+        thousands(s.pods as f64 * r.rate_percent / 100.0),
+        r.rate_percent,
+        r.window_secs
+    );
+    out.push('|');
+    out.push_str(" |");
+    for c in &s.contenders {
+        out.push_str(&format!(" {} |", title(r, c)));
+    }
+    out.push_str("\n|---|");
+    for _ in &s.contenders {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    let rows: Vec<(&str, Cell)> = vec![
+        ("reaction p50 (ms)", lat(|s| s.p50)),
+        ("reaction p90 (ms)", lat(|s| s.p90)),
+        ("reaction p99 (ms)", lat(|s| s.p99)),
+        ("reaction max (ms)", lat(|s| s.max)),
+        (
+            "swapped / transitions",
+            Box::new(|c| {
+                format!(
+                    "{} / {}",
+                    thousands(c.result.swapped as f64),
+                    thousands(c.result.transitions as f64)
+                )
+            }),
+        ),
+        (
+            "watch to watch p50 / p99 (ms)",
+            Box::new(|c| {
+                c.result
+                    .latency_watch_ms
+                    .as_ref()
+                    .map_or("–".into(), |s| format!("{} / {}", ms(s.p50), ms(s.p99)))
+            }),
+        ),
+        (
+            "RSS idle, cache filled (MB)",
+            cost(|c| &c.idle, |p| mb(p.rss_end_kb)),
+        ),
+        (
+            "RSS max in the window (MB)",
+            cost(|c| &c.window, |p| mb(p.rss_max_kb)),
+        ),
+        (
+            "peak RSS of its life, VmHWM (MB)",
+            cost(|c| &c.window, |p| mb(p.hwm_kb)),
+        ),
+        (
+            "CPU idle (% of a core)",
+            cost(|c| &c.idle, |p| format!("{:.2}", p.cores * 100.0)),
+        ),
+        (
+            "CPU in the window (% of a core)",
+            cost(|c| &c.window, |p| format!("{:.1}", p.cores * 100.0)),
+        ),
+        (
+            "CPU per transition (ms)",
+            Box::new(|c| {
+                c.window.controller.as_ref().map_or("–".into(), |p| {
+                    format!(
+                        "{:.2}",
+                        p.cpu_secs * 1e3 / c.result.transitions.max(1) as f64
+                    )
+                })
+            }),
+        ),
+        (
+            "start → pod cache filled (s)",
+            Box::new(|c| format!("{:.2}", c.ready_s)),
+        ),
+        (
+            "start → settled (s); CPU used (s)",
+            Box::new(|c| {
+                format!(
+                    "{:.1}; {}",
+                    c.settled_s,
+                    c.startup
+                        .controller
+                        .as_ref()
+                        .map_or("–".into(), |p| format!("{:.2}", p.cpu_secs))
+                )
+            }),
+        ),
+        (
+            "threads",
+            cost(|c| &c.window, |p| p.threads_end.to_string()),
+        ),
+        (
+            "API server CPU in the window (% of a core)",
+            Box::new(|c| {
+                c.window
+                    .apiserver
+                    .as_ref()
+                    .map_or("–".into(), |p| format!("{:.1}", p.cores * 100.0))
+            }),
+        ),
+    ];
+    for (name, f) in rows {
+        out.push_str(&format!("| {name} |"));
+        for c in &s.contenders {
+            out.push_str(&format!(" {} |", f(c)));
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    // the method's own error and the conditions, per contender
+    out.push_str("Conditions of each window (the method's error is the status change's watch arrival minus its PATCH answer, see Method):\n\n");
+    out.push_str("| | method error p50 / p99 (ms) | status PATCH round trip p50 / p99 (ms) | PATCH sent late, p99 (ms) | harness CPU (% of a core) | machine busy (cores of 2) | load average before → after | webhook benchmark running |\n|---|---:|---:|---:|---:|---:|---|---|\n");
+    for c in &s.contenders {
+        let w = &c.result;
+        let pair = |s: &Option<Summary>| {
+            s.as_ref()
+                .map_or("–".into(), |s| format!("{} / {}", ms(s.p50), ms(s.p99)))
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.2} | {} → {} | {} |\n",
+            title(r, c),
+            pair(&w.watch_minus_answer_ms),
+            pair(&w.status_rtt_ms),
+            w.send_late_ms.as_ref().map_or("–".into(), |s| ms(s.p99)),
+            c.window
+                .harness
+                .as_ref()
+                .map_or("–".into(), |p| format!("{:.1}", p.cores * 100.0)),
+            c.window.machine_cores,
+            c.load_before,
+            c.load_after,
+            if c.webhook_bench_running { "yes" } else { "no" },
+        ));
+    }
+    out.push('\n');
+    out
+}
+
+fn ejob_table(r: &Report) -> String {
+    let runs: Vec<&SizeResult> = r.sizes.iter().filter(|s| s.ejob.is_some()).collect();
+    if runs.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "**EphemeralJob end to end** (sexton's default controller; `parallelism` = the number of pods; times from the API server's answer to the job's creation to the harness's watch seeing a target's ephemeral container):\n\n| | ",
+    );
+    for s in &runs {
+        out.push_str(&format!("{} targets | ", thousands(s.pods as f64)));
+    }
+    out.push_str("\n|---|");
+    for _ in &runs {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    let secs = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}"));
+    let rows: Vec<(&str, SizeCell)> = vec![
+        (
+            "first target injected (s)",
+            Box::new(move |s| secs(s.ejob.as_ref().unwrap().result.first_s)),
+        ),
+        (
+            "10 % of the targets (s)",
+            Box::new(move |s| secs(s.ejob.as_ref().unwrap().result.p10_s)),
+        ),
+        (
+            "50 % (s)",
+            Box::new(move |s| secs(s.ejob.as_ref().unwrap().result.p50_s)),
+        ),
+        (
+            "90 % (s)",
+            Box::new(move |s| secs(s.ejob.as_ref().unwrap().result.p90_s)),
+        ),
+        (
+            "every target (s)",
+            Box::new(move |s| secs(s.ejob.as_ref().unwrap().result.all_s)),
+        ),
+        (
+            "targets injected",
+            Box::new(|s| {
+                let e = &s.ejob.as_ref().unwrap().result;
+                format!(
+                    "{} of {}",
+                    thousands(e.injected as f64),
+                    thousands(e.targets as f64)
+                )
+            }),
+        ),
+        (
+            "injections per second",
+            Box::new(|s| {
+                s.ejob
+                    .as_ref()
+                    .unwrap()
+                    .result
+                    .per_sec
+                    .map_or("–".into(), |v| format!("{v:.0}"))
+            }),
+        ),
+        (
+            "status counts every target (s)",
+            Box::new(move |s| secs(s.ejob.as_ref().unwrap().result.status_s)),
+        ),
+        (
+            "controller CPU (% of a core); RSS max (MB)",
+            Box::new(|s| {
+                s.ejob
+                    .as_ref()
+                    .unwrap()
+                    .costs
+                    .controller
+                    .as_ref()
+                    .map_or("–".into(), |p| {
+                        format!("{:.1}; {}", p.cores * 100.0, mb(p.rss_max_kb))
+                    })
+            }),
+        ),
+        (
+            "API server CPU (% of a core)",
+            Box::new(|s| {
+                s.ejob
+                    .as_ref()
+                    .unwrap()
+                    .costs
+                    .apiserver
+                    .as_ref()
+                    .map_or("–".into(), |p| format!("{:.1}", p.cores * 100.0))
+            }),
+        ),
+        (
+            "EphemeralJob reconciles: count; mean duration (s)",
+            Box::new(|s| {
+                let m = &s.ejob.as_ref().unwrap().metrics;
+                let find = |suffix: &str| {
+                    m.iter()
+                        .find(|(k, _)| {
+                            k.starts_with("sexton_controller_reconcile_duration_seconds")
+                                && k.ends_with(suffix)
+                                && k.contains("ephemeraljob")
+                        })
+                        .map(|(_, v)| *v)
+                };
+                match (
+                    find("_count{controller=\"ephemeraljob\"}").or_else(|| find("count")),
+                    find("_sum{controller=\"ephemeraljob\"}").or_else(|| find("sum")),
+                ) {
+                    (Some(c), Some(sum)) if c > 0.0 => format!("{c:.0}; {:.2}", sum / c),
+                    _ => "–".into(),
+                }
+            }),
+        ),
+        (
+            "machine busy (cores of 2); load before → after",
+            Box::new(|s| {
+                let e = s.ejob.as_ref().unwrap();
+                format!(
+                    "{:.2}; {} → {}",
+                    e.costs.machine_cores, e.load_before, e.load_after
+                )
+            }),
+        ),
+    ];
+    for (name, f) in rows {
+        out.push_str(&format!("| {name} |"));
+        for s in &runs {
+            out.push_str(&format!(" {} |", f(s)));
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
+pub fn markdown(r: &Report) -> String {
+    let mut out = format!(
+        "Measured {} – {}: {}. {}\n\nHarness: {} API calls at once while creating pods; windows of {:.0} s at {} % of the pods per second, {:.0} s idle before each, up to {:.0} s after for the last swaps.\n\n",
+        r.started,
+        if r.finished.is_empty() {
+            "(running)"
+        } else {
+            &r.finished
+        },
+        r.machine,
+        r.note,
+        r.concurrency,
+        r.window_secs,
+        r.rate_percent,
+        r.idle_secs,
+        r.drain_secs
+    );
+    out.push_str("#### SidecarTerminator\n\n");
+    for s in &r.sizes {
+        out.push_str(&size_table(r, s));
+        if !s.reset_s.is_empty() {
+            out.push_str(&format!(
+                "Creating the {} pods (and making them Running) took {:.1} s; re-creating a window's pods between contenders {:.1}–{:.1} s.\n\n",
+                thousands(s.pods as f64),
+                s.create_s,
+                s.reset_s.iter().cloned().fold(f64::INFINITY, f64::min),
+                s.reset_s.iter().cloned().fold(0.0, f64::max)
+            ));
+        }
+    }
+    out.push_str("#### EphemeralJob\n\n");
+    out.push_str(
+        "The pure planning function (`plan`, src/controller/ejob/plan.rs), in memory:\n\n",
+    );
+    out.push_str(&crate::plan_bench::markdown(&r.plan));
+    out.push('\n');
+    out.push_str(&ejob_table(r));
+    out
+}
