@@ -34,6 +34,12 @@ pub struct ActionLabels {
     pub reason: &'static str,
 }
 
+/// `acted="true"`: whether the SidecarTerminator swapped a sidecar of the pod.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActedLabel {
+    pub acted: &'static str,
+}
+
 /// A failed reconciliation, by the kind that decides its retry.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -64,6 +70,13 @@ pub struct Metrics {
     pub queue_latency: Family<ControllerLabel, Histogram>,
     pub reconcile_duration: Family<ControllerLabel, Histogram>,
     pub leader: Gauge,
+    pub stuck_pods: Gauge,
+    pub teardown: Family<ActedLabel, Histogram>,
+}
+
+/// 0.25 s .. ~68 min: teardowns last from a kubelet sync to forever.
+fn teardown_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.25, 2.0, 15))
 }
 
 fn latency_histogram() -> Histogram {
@@ -91,6 +104,8 @@ impl Metrics {
                 latency_histogram as fn() -> Histogram,
             ),
             leader: Gauge::default(),
+            stuck_pods: Gauge::default(),
+            teardown: Family::new_with_constructor(teardown_histogram as fn() -> Histogram),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -133,6 +148,16 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader lease (or runs without leader election)",
             m.leader.clone(),
+        );
+        r.register(
+            "stuck_pods",
+            "Running pods whose main containers all terminated longer than --stuck-after ago while other containers still run",
+            m.stuck_pods.clone(),
+        );
+        r.register(
+            "pod_teardown_seconds",
+            "Time from a pod's last main container terminating to the pod leaving Running, by whether the SidecarTerminator swapped a sidecar of it",
+            m.teardown.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -261,6 +261,9 @@ fn state(s: &str) -> Value {
     match s {
         "running" => json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}}),
         "waiting" => json!({"waiting": {"reason": "ContainerCreating"}}),
+        "crashloop" => {
+            json!({"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s"}})
+        }
         code => {
             json!({"terminated": {"exitCode": code.parse::<i32>().unwrap(), "reason": "Completed", "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}})
         }
@@ -823,6 +826,217 @@ async fn without_the_role_the_error_names_the_missing_permission() {
     );
 }
 
+/// A marked sidecar that waits (CrashLoopBackOff) once the mains are done is swapped too,
+/// with its own event; a sidecar that asks for its exit code to be ignored, and exited
+/// non-zero, gets a Warning that sexton cannot honour it.
+#[tokio::test(flavor = "current_thread")]
+async fn waiting_sidecars_are_swapped_and_ignore_exit_code_is_reported() {
+    let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
+    let client = admin_client().await;
+    let ns = namespace(&client, "ctl-waiting").await;
+    let scratch = Scratch::new("ctl-waiting");
+    let _ctl = Ctl::start(
+        &scratch,
+        "controller",
+        controller_kubeconfig(),
+        &["--namespace", &ns, "--quick-exit-image", Q],
+        &[],
+    );
+    for (name, main) in [("crashing", "0"), ("crashing-main-runs", "running")] {
+        create_pod(
+            &client,
+            &ns,
+            name,
+            "Never",
+            vec![container("main", &[], json!({})), sidecar("proxy")],
+            json!({}),
+        )
+        .await;
+        set_status(
+            &client,
+            &ns,
+            name,
+            "Running",
+            &[("main", main), ("proxy", "crashloop")],
+        )
+        .await;
+    }
+    wait_image(&client, &ns, "crashing", "proxy", Q).await;
+    let e = wait_event(&client, &ns, "crashing", "SidecarSwappedWhileWaiting").await;
+    let note = e.note.unwrap();
+    assert!(
+        note.contains("CrashLoopBackOff") && note.contains(Q),
+        "{note}"
+    );
+    let ignore = [
+        (MARK, "true"),
+        ("KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE", "true"),
+    ];
+    create_pod(
+        &client,
+        &ns,
+        "ignored",
+        "Never",
+        vec![
+            container("main", &[], json!({})),
+            container("proxy", &ignore, json!({})),
+        ],
+        json!({}),
+    )
+    .await;
+    set_status(
+        &client,
+        &ns,
+        "ignored",
+        "Running",
+        &[("main", "0"), ("proxy", "2")],
+    )
+    .await;
+    let e = wait_event(&client, &ns, "ignored", "IgnoreExitCodeNotHonoured").await;
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert!(e.note.unwrap().contains("exited with 2"));
+    // (a barrier: the controller has seen everything above) the main still runs: untouched
+    let p = get_pod(&client, &ns, "crashing-main-runs").await;
+    assert_eq!(image_of(&p, "proxy"), "example/proxy:1");
+    assert_eq!(
+        image_of(&get_pod(&client, &ns, "ignored").await, "proxy"),
+        "example/proxy:1"
+    );
+}
+
+/// Any pod, marked or not, whose mains are done while another container runs: a gauge, one
+/// PodStuck event naming the fix, and the teardown time once the pod ends, by whether
+/// sexton acted.
+#[tokio::test(flavor = "current_thread")]
+async fn stuck_pods_are_reported_and_teardowns_timed() {
+    let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
+    let client = admin_client().await;
+    let ns = namespace(&client, "ctl-stuck").await;
+    let scratch = Scratch::new("ctl-stuck");
+    let ctl = Ctl::start(
+        &scratch,
+        "controller",
+        controller_kubeconfig(),
+        &[
+            "--namespace",
+            &ns,
+            "--quick-exit-image",
+            Q,
+            "--stuck-after",
+            "1s",
+        ],
+        &[],
+    );
+    let unmarked = vec![
+        container("main", &[], json!({})),
+        container("proxy", &[], json!({})),
+    ];
+    create_pod(&client, &ns, "plain", "Never", unmarked.clone(), json!({})).await;
+    create_pod(
+        &client,
+        &ns,
+        "plain-2",
+        "Never",
+        unmarked.clone(),
+        json!({}),
+    )
+    .await;
+    create_pod(&client, &ns, "busy", "Never", unmarked, json!({})).await;
+    // main finished at 2026-01-01T00:00:01Z, long ago
+    set_status(
+        &client,
+        &ns,
+        "plain",
+        "Running",
+        &[("main", "0"), ("proxy", "running")],
+    )
+    .await;
+    set_status(
+        &client,
+        &ns,
+        "busy",
+        "Running",
+        &[("main", "running"), ("proxy", "running")],
+    )
+    .await;
+    let e = wait_event(&client, &ns, "plain", "PodStuck").await;
+    let note = e.note.unwrap();
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert!(
+        note.contains("[\"proxy\"] still run")
+            && note.contains("kubectl sexton inject --sidecar proxy"),
+        "{note}"
+    );
+    let gauge = "sexton_controller_stuck_pods";
+    assert!(
+        wait_until(LONG, || ctl.metrics().get(gauge) == Some(&1.0)),
+        "{:?}",
+        ctl.metrics()
+    );
+    // two pods end on their own (the second one's main only now); a marked one is ended by
+    // the swap
+    set_status(
+        &client,
+        &ns,
+        "plain",
+        "Succeeded",
+        &[("main", "0"), ("proxy", "0")],
+    )
+    .await;
+    for phase in ["Running", "Succeeded"] {
+        let proxy = if phase == "Running" { "running" } else { "0" };
+        set_status(
+            &client,
+            &ns,
+            "plain-2",
+            phase,
+            &[("main", "0"), ("proxy", proxy)],
+        )
+        .await;
+    }
+    main_done_pod(&client, &ns, "marked").await;
+    wait_image(&client, &ns, "marked", "proxy", Q).await;
+    set_status(
+        &client,
+        &ns,
+        "marked",
+        "Succeeded",
+        &[("main", "0"), ("proxy", &format!("0@{Q}"))],
+    )
+    .await;
+    let count =
+        |acted| format!("sexton_controller_pod_teardown_seconds_count{{acted=\"{acted}\"}}");
+    let ok = wait_until(LONG, || {
+        let m = ctl.metrics();
+        m.get(&count("false")) == Some(&2.0)
+            && m.get(&count("true")) == Some(&1.0)
+            && m.get(gauge) == Some(&0.0)
+    });
+    assert!(ok, "{:?}", ctl.metrics());
+    assert!(
+        events(&client, &ns, "busy").await.is_empty(),
+        "busy is not stuck"
+    );
+    // one event per pod, however many scans saw it
+    let stuck = events(&client, &ns, "plain").await;
+    assert_eq!(
+        stuck
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("PodStuck"))
+            .count(),
+        1
+    );
+    let bad = Command::new(KUBECTL_SEXTON)
+        .args(["controller", "--stuck-after", "500ms"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        bad.status.code() == Some(2) && err.contains("--stuck-after"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bad_flags_are_named() {
     for (args, needle) in [
@@ -1323,6 +1537,25 @@ async fn ejob_skips_pods_with_a_foreign_container_of_the_same_name() {
         )
         .await
         .unwrap();
+    // And in a pod the selector does not match: none of the job's business.
+    create_pod(
+        &client,
+        &ns,
+        "other-0",
+        "Always",
+        vec![container("app", &[], json!({}))],
+        json!({"labels": {"app": "other"}}),
+    )
+    .await;
+    set_status(&client, &ns, "other-0", "Running", &[("app", "running")]).await;
+    Api::<K8sPod>::namespaced(client.clone(), &ns)
+        .patch_ephemeral_containers(
+            "other-0",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"ephemeralContainers": [probe(json!({}))]}})),
+        )
+        .await
+        .unwrap();
     let _ctl = ejob_controller(&scratch, "controller", &ns);
     create_ejob(&client, &ns, "check", json!({"parallelism": 2}))
         .await
@@ -1345,6 +1578,152 @@ async fn ejob_skips_pods_with_a_foreign_container_of_the_same_name() {
         p.spec.unwrap().ephemeral_containers.unwrap().len(),
         1,
         "web-0 untouched"
+    );
+    for e in events(&client, &ns, "check").await {
+        let note = e.note.unwrap_or_default();
+        assert!(
+            !note.contains("other-0"),
+            "a pod not selected is named: {note}"
+        );
+    }
+}
+
+/// One selected pod cannot take the container (no `app` to target: the API answers 422).
+/// It counts as a failed target with the API's reason; the others are injected and run.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_a_pod_that_refuses_the_container_fails_alone() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-refused").await;
+    web_pods(&client, &ns, 2).await;
+    create_pod(
+        &client,
+        &ns,
+        "web-odd",
+        "Always",
+        vec![container("other", &[], json!({}))],
+        json!({"labels": {"app": "web"}}),
+    )
+    .await;
+    set_status(&client, &ns, "web-odd", "Running", &[("other", "running")]).await;
+    let _ctl = ejob_controller(&scratch, "controller", &ns);
+    create_ejob(&client, &ns, "check", json!({"parallelism": 3}))
+        .await
+        .unwrap();
+    let s = wait_ejob(&client, &ns, "check", "two injected, one refused", |s| {
+        s["waiting"] == 2 && s["refusedCount"] == 1
+    })
+    .await;
+    assert_eq!(s["refused"][0]["pod"], "web-odd", "{s}");
+    let why = s["refused"][0]["message"].as_str().unwrap();
+    assert!(
+        why.contains("targetContainerName"),
+        "the API's reason: {why}"
+    );
+    assert_ne!(phase(&s), "Error", "{s}");
+    // web-0 succeeds; web-1 fails with a long termination message, kept to 1 KiB
+    set_probe(&client, &ns, "web-0", "0").await;
+    let long = "x".repeat(3000);
+    let st = json!([{"name": "probe", "image": "busybox:1.36", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 3, "reason": "Error", "message": long,
+                                 "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:07Z"}}}]);
+    Api::<K8sPod>::namespaced(client.clone(), &ns)
+        .patch_status(
+            "web-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ephemeralContainerStatuses": st}})),
+        )
+        .await
+        .unwrap();
+    let s = wait_ejob(&client, &ns, "check", "Failed", |s| phase(s) == "Failed").await;
+    assert_eq!(
+        (s["succeeded"].as_i64(), s["failed"].as_i64()),
+        (Some(1), Some(2)),
+        "{s}"
+    );
+    let targets = s["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 2, "{s}");
+    // failed first
+    let (t1, t0) = (&targets[0], &targets[1]);
+    assert_eq!(
+        (
+            t1["pod"].as_str(),
+            t1["state"].as_str(),
+            t1["exitCode"].as_i64(),
+            t1["reason"].as_str()
+        ),
+        (Some("web-1"), Some("Failed"), Some(3), Some("Error"))
+    );
+    assert_eq!(t1["message"].as_str().map(str::len), Some(1024));
+    assert_eq!(t1["finishedAt"], "2026-01-01T00:00:07Z");
+    assert_eq!(
+        (
+            t0["pod"].as_str(),
+            t0["container"].as_str(),
+            t0["state"].as_str(),
+            t0["exitCode"].as_i64()
+        ),
+        (Some("web-0"), Some("probe"), Some("Succeeded"), Some(0))
+    );
+    // `kubectl sexton ejob results`: every target, the refused pod included
+    let out = Command::new(KUBECTL_SEXTON)
+        .args(["ejob", "results", "check", "-n", &ns, "--kubeconfig"])
+        .arg(&testenv().kubeconfig)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0][..5],
+        ["POD", "CONTAINER", "STATE", "EXIT", "DURATION"],
+        "{text}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r[..5] == ["web-1", "probe", "Failed", "3", "7s"]),
+        "{text}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r[..3] == ["web-0", "probe", "Succeeded"]),
+        "{text}"
+    );
+    assert!(
+        rows.iter().any(|r| r[..3] == ["web-odd", "-", "Refused"]),
+        "{text}"
+    );
+    let out = Command::new(KUBECTL_SEXTON)
+        .args([
+            "ejob",
+            "results",
+            "check",
+            "-n",
+            &ns,
+            "-o",
+            "json",
+            "--kubeconfig",
+        ])
+        .arg(&testenv().kubeconfig)
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(json.to_string().contains("web-odd"), "{json}");
+    // a job that is not there: one line naming it, exit 1
+    let out = Command::new(KUBECTL_SEXTON)
+        .args(["ejob", "results", "nope", "-n", &ns, "--kubeconfig"])
+        .arg(&testenv().kubeconfig)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("nope") && err.lines().count() == 1,
+        "{err}"
     );
 }
 
@@ -1548,6 +1927,22 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
             "should be greater than or equal to 1",
         ),
         (json!({"selector": null}), "selector: Required"),
+        // found by OpenKruise's test cases: refused late, by the pod API, before
+        (with(json!({"image": " busybox:1.36"})), "should match"),
+        (with(json!({"image": "busybox:1.36\n"})), "should match"),
+        (
+            with(json!({"imagePullPolicy": "Sometimes"})),
+            "Unsupported value: \"Sometimes\"",
+        ),
+        (
+            with(json!({"terminationMessagePolicy": "Nope"})),
+            "Unsupported value: \"Nope\"",
+        ),
+        (json!({"selector": {}}), "spec.selector is empty"),
+        (
+            json!({"selector": {"matchLabels": {}, "matchExpressions": []}}),
+            "spec.selector is empty",
+        ),
     ];
     for (i, (spec, needle)) in cases.iter().enumerate() {
         let mut obj = serde_json::to_value(ejob_json(&format!("bad-{i}"), spec.clone())).unwrap();
@@ -1570,6 +1965,16 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
             other => panic!("{needle}: accepted: {other:?}"),
         }
     }
+    // An empty selector when said so; the default TTL.
+    let all = create_ejob(
+        &client,
+        &ns,
+        "everything",
+        json!({"selector": {}, "selectAllPods": true}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(all.data["spec"]["ttlSecondsAfterFinished"], 1800);
     // After creation only replicas, parallelism and paused may change.
     create_ejob(
         &client,

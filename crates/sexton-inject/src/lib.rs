@@ -36,7 +36,16 @@ pub use options::{Mechanism, Options, Position, Strategy, StrategyError};
 pub use record::ANNOTATION_INJECTED;
 pub use report::{Outcome, Report};
 pub use resource::{entrypoints_needed, inject, uninject};
-pub use sidecars::ANNOTATION_SIDECARS;
+pub use sidecars::{ANNOTATION_SIDECARS, Roles, Source};
+
+/// The sidecars and mains a pod template (a Pod, or a workload's `template`) declares, by
+/// the rule [`inject`] reads; `None` if it declares none, or names a container it lacks.
+/// (`&mut` only because templates are edited in place elsewhere; nothing is changed.)
+pub fn declared_roles(template: &mut serde_json::Value) -> Option<Roles> {
+    sidecars::roles(&template::Template(template), &[])
+        .ok()
+        .flatten()
+}
 
 /// The template annotation that chooses the strategy (`native`, `wrap`, `auto`, `disabled`).
 pub const ANNOTATION_INJECT: &str = "sexton.dev/inject";

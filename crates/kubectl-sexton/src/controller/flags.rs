@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum, value_parser};
 use sexton_core::config::{LogFormat, LogLevel};
@@ -64,6 +65,9 @@ pub struct Flags {
     /// Which controllers to run, comma-separated
     #[arg(long, env = "SEXTON_CONTROLLERS", value_delimiter = ',', default_value = "sidecar-terminator,ephemeraljob", value_parser = which)]
     controllers: Vec<Which>,
+    /// A running pod whose main containers all terminated this long ago while others still run is reported stuck (gauge sexton_controller_stuck_pods, one PodStuck Warning event each); with the SidecarTerminator
+    #[arg(long, env = "SEXTON_STUCK_AFTER", default_value = "60s", value_parser = at_least_a_second, value_name = "DURATION")]
+    stuck_after: Duration,
     /// Objects reconciled at once, per controller
     #[arg(long, env = "SEXTON_CONCURRENCY", default_value_t = 8, value_parser = value_parser!(u16).range(1..))]
     concurrency: u16,
@@ -89,6 +93,8 @@ pub enum BadValue {
     Duration(#[from] sexton_core::duration::DurationError),
     #[error("Lease times are whole seconds, at least 1s")]
     NotWholeSeconds,
+    #[error("at least 1s")]
+    TooShort,
 }
 
 /// A controller name, spaces around it allowed (`a, b` in an env var).
@@ -105,6 +111,15 @@ fn whole_seconds(raw: &str) -> Result<u64, BadValue> {
     Ok(d.as_secs())
 }
 
+/// `--stuck-after`: shorter would report pods the kubelet is still tearing down.
+fn at_least_a_second(raw: &str) -> Result<Duration, BadValue> {
+    let d = parse_go_duration(raw)?;
+    if d < Duration::from_secs(1) {
+        return Err(BadValue::TooShort);
+    }
+    Ok(d)
+}
+
 /// The validated options of one controller process.
 #[derive(Debug, Clone)]
 pub struct Opts {
@@ -116,6 +131,7 @@ pub struct Opts {
     pub identity: String,
     pub metrics_addr: SocketAddr,
     pub health_addr: SocketAddr,
+    pub stuck_after: Duration,
     pub concurrency: u16,
     pub log_format: LogFormat,
     pub log_level: LogLevel,
@@ -175,6 +191,7 @@ impl Flags {
             identity: non_empty(self.identity).unwrap_or_else(default_identity),
             metrics_addr: self.metrics_addr,
             health_addr: self.health_addr,
+            stuck_after: self.stuck_after,
             concurrency: self.concurrency,
             log_format: self.log_format,
             log_level: self.log_level,

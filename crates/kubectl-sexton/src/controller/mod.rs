@@ -10,6 +10,7 @@ pub mod ejob;
 pub mod error;
 pub mod flags;
 mod leader;
+mod teardown;
 pub mod telemetry;
 pub mod terminator;
 pub mod watch;
@@ -163,6 +164,7 @@ struct Parts {
     shutdown: Shutdown,
     concurrency: u16,
     namespace: Option<String>,
+    stuck_after: Duration,
 }
 
 impl Parts {
@@ -217,6 +219,7 @@ async fn run_controllers(
         shutdown,
         concurrency: o.concurrency,
         namespace: o.namespace.clone(),
+        stuck_after: o.stuck_after,
     };
     let runs = |w| o.controllers.contains(&w);
     let mut pods = PodFeed::new();
@@ -226,15 +229,21 @@ async fn run_controllers(
     let terminator = runs(Which::SidecarTerminator)
         .then(|| sidecar_terminator(&parts, o.quick_exit_image.clone(), &mut pods));
     let ejobs = runs(Which::EphemeralJob).then(|| ephemeral_jobs(&parts, &mut pods));
-    let clock = terminator.as_ref().map(|(_, clock)| clock.clone());
+    let seen = terminator
+        .as_ref()
+        .map(|t| (t.clock.clone(), t.teardowns.clone()));
     let pod_watch = pods.run(
         parts.scoped(),
         pod_watch_config(runs(Which::EphemeralJob)),
         parts.report("pods", "pods list and watch"),
-        move |ev| start_clock(clock.as_deref(), ev),
+        move |ev| {
+            if let Some((clock, teardowns)) = &seen {
+                start_clock(clock, ev);
+                teardowns.saw(ev);
+            }
+        },
     );
-    let controllers =
-        futures_util::future::join(maybe(terminator.map(|(run, _)| run)), maybe(ejobs));
+    let controllers = futures_util::future::join(maybe(terminator.map(|t| t.run)), maybe(ejobs));
     tokio::select! {
         _ = controllers => {}
         _ = pod_watch => warn!("the pod watch ended"),
@@ -262,8 +271,7 @@ fn running(ev: &Event<Pod>) -> bool {
 }
 
 /// Starts the SidecarTerminator's queue-latency clock for the pod events it is given.
-fn start_clock(clock: Option<&telemetry::Clock<Pod>>, ev: &Event<Pod>) {
-    let Some(clock) = clock else { return };
+fn start_clock(clock: &telemetry::Clock<Pod>, ev: &Event<Pod>) {
     match ev {
         Event::Delete(p) => clock.forget(p),
         _ if running(ev) => {
@@ -277,12 +285,20 @@ fn start_clock(clock: Option<&telemetry::Clock<Pod>>, ev: &Event<Pod>) {
 
 type Run = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-/// The SidecarTerminator, reconciling the Running pods of the shared pod cache.
+/// The SidecarTerminator and what the pod watch shows every event to.
+struct Terminator {
+    run: Run,
+    clock: Arc<telemetry::Clock<Pod>>,
+    teardowns: Arc<teardown::Teardowns>,
+}
+
+/// The SidecarTerminator, reconciling the Running pods of the shared pod cache, with the
+/// stuck-pod detection over the same cache.
 fn sidecar_terminator(
     parts: &Parts,
     quick_exit_image: Option<String>,
     pods: &mut PodFeed,
-) -> (Run, Arc<telemetry::Clock<Pod>>) {
+) -> Terminator {
     if quick_exit_image.is_none() {
         warn!(
             "no --quick-exit-image: only sidecars that name their own image in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE can be ended"
@@ -295,6 +311,11 @@ fn sidecar_terminator(
         parts.metrics.clone(),
     ));
     let clock = ctx.telemetry.clock.clone();
+    let teardowns = Arc::new(teardown::Teardowns::new(
+        parts.stuck_after,
+        ctx.telemetry.clone(),
+    ));
+    let scans = teardowns.clone().run(pods.store.clone());
     let trigger = changed_pods(pods.subscribe(running));
     let run = Controller::for_shared_stream(trigger, pods.store.clone())
         .with_config(parts.config())
@@ -304,7 +325,18 @@ fn sidecar_terminator(
     let filled = pods.filled.clone();
     let name = terminator::CONTROLLER;
     let run = watch::until_stopped(name, run, filled, stopped(&parts.shutdown), GRACE);
-    (Box::pin(run), clock)
+    // the scans end with the controller
+    let run = async move {
+        tokio::select! {
+            _ = run => {}
+            _ = scans => {}
+        }
+    };
+    Terminator {
+        run: Box::pin(run),
+        clock,
+        teardowns,
+    }
 }
 
 /// The EphemeralJob controller: its own watch of jobs, woken by the pods they select.

@@ -5,7 +5,7 @@
 mod decide;
 mod reconcile;
 
-pub use decide::is_running;
+pub use decide::{is_running, swapped};
 pub use reconcile::{Ctx, error_policy, reconcile};
 
 pub const CONTROLLER: &str = "sidecar-terminator";

@@ -24,7 +24,7 @@ const MAX_ATTEMPTS: usize = 5;
 pub struct Ctx {
     pub client: Client,
     pub default_image: Option<String>,
-    pub telemetry: Telemetry<Pod>,
+    pub telemetry: Arc<Telemetry<Pod>>,
 }
 
 impl Ctx {
@@ -37,7 +37,7 @@ impl Ctx {
         Ctx {
             client,
             default_image,
-            telemetry: Telemetry::new(CONTROLLER, metrics, recorder),
+            telemetry: Arc::new(Telemetry::new(CONTROLLER, metrics, recorder)),
         }
     }
 
