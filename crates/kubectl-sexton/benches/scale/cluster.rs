@@ -63,7 +63,8 @@ pub struct Opts {
     /// API calls of the harness at once while creating and deleting pods
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
-    /// Which contenders, in order: sexton, sexton-terminator-only, kruise, kruise-default-qps
+    /// Which contenders, in order: sexton, sexton-terminator-only, sexton-concurrency-N
+    /// (`--concurrency N`), kruise, kruise-default-qps
     #[arg(
         long,
         value_delimiter = ',',
@@ -171,7 +172,7 @@ pub fn run(o: Opts) -> Result<()> {
     rt.block_on(run_async(o))
 }
 
-async fn client(kubeconfig: &PathBuf) -> Result<Client> {
+pub async fn client(kubeconfig: &std::path::Path) -> Result<Client> {
     let kc = Kubeconfig::read_from(kubeconfig).map_err(ctx("reading the kubeconfig"))?;
     let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
@@ -214,13 +215,32 @@ fn contenders(o: &Opts) -> Result<Vec<Contender>> {
     let mut out = vec![];
     for c in &o.contenders {
         let (kind, bin) = match c.as_str() {
-            "sexton" => (Kind::Sexton { controllers: None }, o.sexton.clone()),
-            "sexton-terminator-only" => (
+            "sexton" => (
                 Kind::Sexton {
-                    controllers: Some("sidecar-terminator".into()),
+                    controllers: None,
+                    concurrency: None,
                 },
                 o.sexton.clone(),
             ),
+            "sexton-terminator-only" => (
+                Kind::Sexton {
+                    controllers: Some("sidecar-terminator".into()),
+                    concurrency: None,
+                },
+                o.sexton.clone(),
+            ),
+            c if c.starts_with("sexton-concurrency-") => {
+                let n = c["sexton-concurrency-".len()..].parse().map_err(|_| {
+                    format!("contender {c}: not a number after sexton-concurrency-")
+                })?;
+                (
+                    Kind::Sexton {
+                        controllers: None,
+                        concurrency: Some(n),
+                    },
+                    o.sexton.clone(),
+                )
+            }
             "kruise" | "kruise-default-qps" => {
                 let Some(bin) = o.kruise.clone() else {
                     continue;
@@ -488,7 +508,10 @@ async fn measure(
 async fn ejob(o: &Opts, client: &Client, ns: &str, n: usize) -> Result<EjobRun> {
     let c = Contender {
         label: "sexton-ejob".into(),
-        kind: Kind::Sexton { controllers: None },
+        kind: Kind::Sexton {
+            controllers: None,
+            concurrency: None,
+        },
         bin: o.sexton.clone(),
     };
     quiet(o).await;

@@ -13,8 +13,12 @@ use crate::{Result, ctx};
 
 #[derive(Debug, Clone, Serialize)]
 pub enum Kind {
-    /// `kubectl-sexton controller`; `controllers`: its `--controllers` (None: the default, both)
-    Sexton { controllers: Option<String> },
+    /// `kubectl-sexton controller`; `controllers`: its `--controllers` (None: the default,
+    /// both); `concurrency`: its `--concurrency` (None: the default, 8)
+    Sexton {
+        controllers: Option<String>,
+        concurrency: Option<u16>,
+    },
     /// kruise-manager; `qps`: its `--rest-config-qps`/`--rest-config-burst` (None: its defaults, 30/50)
     Kruise { qps: Option<(u32, u32)> },
 }
@@ -40,11 +44,17 @@ impl Contender {
     /// The command line, for the report.
     pub fn describe(&self, quick: &str) -> String {
         match &self.kind {
-            Kind::Sexton { controllers } => format!(
-                "kubectl-sexton controller --quick-exit-image {quick}{}",
+            Kind::Sexton {
+                controllers,
+                concurrency,
+            } => format!(
+                "kubectl-sexton controller --quick-exit-image {quick}{}{}",
                 controllers
                     .as_ref()
                     .map(|c| format!(" --controllers {c}"))
+                    .unwrap_or_default(),
+                concurrency
+                    .map(|c| format!(" --concurrency {c}"))
                     .unwrap_or_default()
             ),
             Kind::Kruise { qps } => format!(
@@ -68,7 +78,10 @@ impl Contender {
             .stdout(out.try_clone().map_err(ctx("log file"))?)
             .stderr(out);
         match &self.kind {
-            Kind::Sexton { controllers } => {
+            Kind::Sexton {
+                controllers,
+                concurrency,
+            } => {
                 cmd.arg("controller")
                     .arg("--kubeconfig")
                     .arg(kubeconfig)
@@ -76,6 +89,9 @@ impl Contender {
                     .args(["--metrics-addr", &metrics, "--health-addr", &health]);
                 if let Some(c) = controllers {
                     cmd.args(["--controllers", c]);
+                }
+                if let Some(c) = concurrency {
+                    cmd.args(["--concurrency", &c.to_string()]);
                 }
             }
             Kind::Kruise { qps } => {

@@ -29,6 +29,7 @@ mod cluster;
 mod contender;
 mod ejob_e2e;
 mod http;
+mod memory;
 mod plan_bench;
 mod pods;
 mod procs;
@@ -37,6 +38,10 @@ mod stats;
 mod window;
 
 use std::process::ExitCode;
+
+/// Counts the heap's live bytes (for `scale memory`; a relaxed atomic add per call elsewhere).
+#[global_allocator]
+static ALLOC: memory::Counting = memory::Counting;
 
 use clap::{Parser, Subcommand};
 
@@ -54,6 +59,8 @@ struct Cli {
 enum Command {
     /// The pure planning function of the EphemeralJob controller, in memory.
     Plan(plan_bench::Opts),
+    /// Where a cached pod's memory goes (one pod from the API server, decoded n times).
+    Memory(memory::Opts),
     /// Everything against a running test API server.
     Cluster(Box<cluster::Opts>),
 }
@@ -65,6 +72,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None => plan_bench::run(&plan_bench::Opts::default()),
         Some(Command::Plan(o)) => plan_bench::run(&o),
+        Some(Command::Memory(o)) => memory::run(&o),
         Some(Command::Cluster(o)) => cluster::run(*o),
     };
     match result {

@@ -42,10 +42,24 @@ fn title(r: &Report, c: &ContenderResult) -> String {
         format!(" {}", r.kruise_version)
     };
     match &c.kind {
-        Kind::Sexton { controllers: None } => "sexton (default: both controllers)".into(),
+        Kind::Sexton {
+            controllers: None,
+            concurrency: None,
+        } => "sexton (default: both controllers)".into(),
         Kind::Sexton {
             controllers: Some(c),
+            concurrency: None,
         } => format!("sexton `--controllers {c}`"),
+        Kind::Sexton {
+            controllers,
+            concurrency: Some(n),
+        } => format!(
+            "sexton `--concurrency {n}`{}",
+            controllers
+                .as_ref()
+                .map(|c| format!(" `--controllers {c}`"))
+                .unwrap_or_default()
+        ),
         Kind::Kruise { qps: Some((q, _)) } => format!("OpenKruise{v}, client QPS {q}"),
         Kind::Kruise { qps: None } => format!("OpenKruise{v}, default client QPS 30"),
     }
