@@ -121,6 +121,26 @@ pub fn mains_done_status(pod: &str) -> Value {
     }})
 }
 
+/// The kubelet's report once the swapped sidecar's replacement (the quick-exit image)
+/// has exited 0: every container terminated, the pod Succeeded.
+pub fn succeeded_status(pod: &str, quick: &str) -> Value {
+    let t = now();
+    let done = |c: &str| {
+        json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": t, "finishedAt": t,
+            "containerID": format!("containerd://{}", hex64(&format!("{pod}/{c}/end")))}})
+    };
+    let mut sidecar = container_status(pod, SIDECAR, quick, done(SIDECAR), false);
+    sidecar["restartCount"] = json!(1);
+    json!({"status": {
+        "phase": "Succeeded",
+        "conditions": conditions(false),
+        "containerStatuses": [
+            container_status(pod, MAIN, MAIN_IMAGE, done(MAIN), false),
+            sidecar
+        ]
+    }})
+}
+
 /// Runs `f` over `items`, `concurrency` at a time; the first error is returned.
 pub async fn bounded<T, F, Fut>(items: Vec<T>, concurrency: usize, f: F) -> Result<()>
 where

@@ -13,6 +13,10 @@
 //! is exactly that difference for the status event. Its distribution is reported
 //! (`watch_minus_answer_ms`) as the error of the method. A second measure, watch to watch
 //! (status event → swap event on the same watch) is reported too.
+//!
+//! The harness then plays the kubelet once more: `COMPLETE_AFTER` after it saw a swap, it
+//! reports the pod Succeeded (the replacement exited 0), as the kubelet would a moment after
+//! restarting the sidecar; a pod left Running with its mains done would be reported stuck.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -24,10 +28,13 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher::{self, Event, watcher};
 use serde::Serialize;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+/// How long after the swap the harness reports the pod Succeeded.
+const COMPLETE_AFTER: Duration = Duration::from_secs(2);
 
 use crate::Result;
-use crate::pods::{SIDECAR, image_of, main_terminated, mains_done_status};
+use crate::pods::{SIDECAR, image_of, main_terminated, mains_done_status, succeeded_status};
 use crate::stats::{Summary, summary};
 
 #[derive(Default, Clone)]
@@ -93,7 +100,9 @@ pub async fn run(
             t.recs.insert(n.clone(), Rec::default());
         }
     }
-    let watch = spawn_watch(api.clone(), track.clone(), quick.to_string()).await?;
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let watch = spawn_watch(api.clone(), track.clone(), quick.to_string(), done_tx).await?;
+    let completer = tokio::spawn(complete(api.clone(), done_rx, quick.to_string()));
 
     let interval = Duration::from_secs_f64(1.0 / rate);
     let in_flight = Arc::new(Semaphore::new(256));
@@ -141,6 +150,8 @@ pub async fn run(
     }
     let drain_secs = last_sent.elapsed().as_secs_f64();
     watch.abort();
+    // the last completions (the watch is gone: the channel closes)
+    let _ = tokio::time::timeout(COMPLETE_AFTER + Duration::from_secs(30), completer).await;
     let t = track.lock().unwrap();
     Ok(result(&t, start, rate, drain_secs))
 }
@@ -151,6 +162,7 @@ async fn spawn_watch(
     api: Api<Pod>,
     track: Arc<Mutex<Track>>,
     quick: String,
+    done: mpsc::UnboundedSender<(String, Instant)>,
 ) -> Result<tokio::task::JoinHandle<()>> {
     let (tx, rx) = oneshot::channel();
     let handle = tokio::spawn(async move {
@@ -183,6 +195,7 @@ async fn spawn_watch(
                     }
                     if swapped && rec.swapped.is_none() {
                         rec.swapped = Some(now);
+                        let _ = done.send((name, now));
                     }
                 }
                 None if swapped => {
@@ -197,6 +210,33 @@ async fn spawn_watch(
         .map_err(|_| "the harness's pod watch did not list the pods within 120 s".to_string())?
         .map_err(|_| "the harness's pod watch ended".to_string())?;
     Ok(handle)
+}
+
+/// Reports each swapped pod Succeeded `COMPLETE_AFTER` after its swap was seen.
+async fn complete(
+    api: Api<Pod>,
+    mut rx: mpsc::UnboundedReceiver<(String, Instant)>,
+    quick: String,
+) {
+    let in_flight = Arc::new(Semaphore::new(64));
+    let mut tasks = vec![];
+    while let Some((name, seen)) = rx.recv().await {
+        tokio::time::sleep_until((seen + COMPLETE_AFTER).into()).await;
+        let permit = in_flight.clone().acquire_owned().await.unwrap();
+        let (api, body) = (api.clone(), succeeded_status(&name, &quick));
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(body))
+                .await
+            {
+                eprintln!("scale: reporting {name} Succeeded: {e}");
+            }
+            drop(permit);
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
 }
 
 fn ms(a: Instant, b: Instant) -> f64 {
