@@ -140,6 +140,14 @@ log "measuring (log lines of the controllers in $WORK)"
 "$HARNESS" cluster --kubeconfig "$KUBECONFIG_FILE" --sexton "$BIN" "${KRUISE_ARGS[@]}" \
   --apiserver-pid "$API_PID" --work "$WORK" --json "$JSON" --md "$MD" --note "$NOTE" "${ARGS[@]}"
 
+# Where a cached pod's memory goes (one pod of the benchmark, decoded 10 000 times).
+{
+  echo
+  echo "#### Where a cached pod's memory goes"
+  echo
+  "$HARNESS" memory --kubeconfig "$KUBECONFIG_FILE" --pods 10000 --json "$WORK/memory.json"
+} >>"$MD"
+
 # 5. BENCHMARKS.md: only the part between our markers (re-read now: others edit other
 #    sections of the file meanwhile).
 if [ "$WRITE" = 1 ]; then
