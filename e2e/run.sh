@@ -36,6 +36,14 @@
 #    the EphemeralJob over five pods in a namespace that enforces the restricted Pod Security
 #    Standard (Succeeded, 5 of 5), and examples/inject/: job.yaml alone never completes (main
 #    done, the sidecar still running), job.native.yaml and job.wrap.yaml complete.
+# 10 `kubectl-sexton webhook` (the release binary) on this machine, over TLS with an
+#    openssl-made certificate for 127.0.0.1, registered by URL (https://127.0.0.1:PORT/mutate)
+#    with its CA as caBundle: in a namespace labelled sexton.dev/inject=enabled, Jobs whose
+#    sidecar sits in spec.containers (named by the template's annotation sexton.dev/sidecars)
+#    are injected at pod creation, auto (native here) and wrap (the template's annotation):
+#    main 0 -> Job Complete, main 1 -> Job Failed, the sidecar ended with 0; in an unlabelled
+#    namespace the webhook admits the pod unchanged (its spec is the template's) and its
+#    sidecar runs on. The configuration is deleted and the webhook stopped on any exit.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -80,11 +88,29 @@ stop_controllers() {
   done
   CTL_PIDS=()
 }
+# Scenario 10's webhook: its MutatingWebhookConfiguration deleted first (the API server
+# stops calling it), then the process stopped (SIGTERM; it answers for 5 s more, then exits;
+# SIGKILL after 15 s) and reaped; on any exit of this script too.
+WEBHOOK_PID="" WEBHOOK_CONFIG=""
+stop_webhook() {
+  if [ -n "$WEBHOOK_CONFIG" ]; then
+    kubectl delete mutatingwebhookconfiguration "$WEBHOOK_CONFIG" --ignore-not-found --request-timeout=20s >/dev/null 2>&1 \
+      || echo "e2e: warning: could not delete the MutatingWebhookConfiguration $WEBHOOK_CONFIG" >&2
+    WEBHOOK_CONFIG=""
+  fi
+  if [ -n "$WEBHOOK_PID" ]; then
+    kill "$WEBHOOK_PID" 2>/dev/null || true
+    wait_until 15 not running "$WEBHOOK_PID" || kill -9 "$WEBHOOK_PID" 2>/dev/null || true
+    wait "$WEBHOOK_PID" 2>/dev/null || true
+    WEBHOOK_PID=""
+  fi
+}
 # The loopback registry (scenario 7) is stopped at the end only if this run started it,
 # as scripts/test.sh does.
 REGISTRY_STARTED=0
 cleanup() {
   stop_controllers
+  stop_webhook
   if [ "$REGISTRY_STARTED" = 1 ]; then "$ROOT/scripts/registry.sh" down || true; fi
 }
 trap cleanup EXIT
@@ -513,7 +539,117 @@ scenario9() {
   pass "9: examples/inject/: job.native.yaml and job.wrap.yaml Complete (sidecar 0); job.yaml alone: main ended, the sidecar and the pod still running"
 }
 
-[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9
+# Scenario 10: `kubectl-sexton webhook` on this machine (the release binary, as the API
+# server's webhooks are called: over TLS, here with a certificate for 127.0.0.1 made by
+# openssl), registered by URL with its CA as caBundle.
+
+# webhook_metric RESULT: the webhook's count of reviews answered RESULT (0 before the first).
+webhook_metric() {
+  local got
+  got=$(curl -sf --max-time 5 "http://$WEBHOOK_METRICS/metrics") || fail "10: no metrics from the webhook at $WEBHOOK_METRICS"
+  awk -v k="sexton_webhook_reviews_total{result=\"$1\"}" '$1 == k {n = $2} END {print n + 0}' <<<"$got"
+}
+
+# job_webhook STRATEGY CODE: e2e/manifests/job-webhook.yaml for STRATEGY (auto: no annotation
+# sexton.dev/inject, the default) and main's exit CODE.
+job_webhook() {
+  sed -e "s/STRATEGY/$1/g" -e "s/MAIN_CODE/$2/g" -e '/sexton.dev\/inject: auto$/d' "$M/job-webhook.yaml"
+}
+
+# The API server calls the webhook as soon as it has read the new configuration, which takes
+# a moment: until then, a dry run of the Job's pod in the labelled namespace comes back not
+# injected.
+webhook_called() {
+  local pod
+  pod=$(job_webhook auto 0 | kubectl create --dry-run=client -o json -f - \
+    | python3 -c 'import json, sys
+j = json.load(sys.stdin)
+t = j["spec"]["template"]
+print(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "annotations": t["metadata"]["annotations"]}, "spec": t["spec"]}))')
+  kubectl -n "$1" create --dry-run=server -o jsonpath='{.metadata.annotations.sexton\.dev/injected}' -f - <<<"$pod" \
+    | grep -q '"mechanism":"native"'
+}
+
+# pod_spec NS JOB: what the webhook would change in the Job's pod: its annotations' keys,
+# init containers, and each container's name, image, command, args and env.
+pod_spec() {
+  kubectl -n "$1" get pods -l "job-name=$2" -o jsonpath='{.items[0].metadata.annotations} init=[{.items[0].spec.initContainers}]{range .items[0].spec.containers[*]} {.name} {.image} {.command} {.args} {.env};{end}'
+}
+template_spec() {
+  kubectl -n "$1" get job "$2" -o jsonpath='{.spec.template.metadata.annotations} init=[{.spec.template.spec.initContainers}]{range .spec.template.spec.containers[*]} {.name} {.image} {.command} {.args} {.env};{end}'
+}
+
+scenario10() {
+  local dir="$E2E_STATE/webhook" log lab plain port s c job want phase got n0 u0
+  rm -rf "$dir"; mkdir -p "$dir"; log="$dir/webhook.log"
+  # its certificate: a CA of its own, a serving certificate for IP 127.0.0.1
+  ca_create "$dir" sexton-e2e-webhook-ca
+  cert_issue "$dir" "$dir/serving" /CN=127.0.0.1 serverAuth "IP:127.0.0.1"
+  # listening on a port the kernel picks, said in its log; admin credentials (the RBAC of
+  # deploy/rbac-webhook.yaml is tested in tests/webhook.rs)
+  "$CTL_BIN" webhook --listen 127.0.0.1:0 --tls-cert-file "$dir/serving.crt" --tls-key-file "$dir/serving.key" \
+    --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --sexton-image sexton:e2e --kubeconfig "$KUBECONFIG" \
+    >"$log" 2>&1 &
+  WEBHOOK_PID=$!
+  wait_until 30 grep -q 'serving the webhook bound=' "$log" || fail "10: the webhook did not start: $(cat "$log")"
+  port=$(sed -n 's/.*serving the webhook bound=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
+  WEBHOOK_METRICS=$(sed -n 's/.*serving metrics-addr bound=\([0-9.:]*\).*/\1/p' "$log")
+  if [ -z "$port" ] || [ -z "$WEBHOOK_METRICS" ]; then fail "10: no addresses in the webhook's log: $(cat "$log")"; fi
+
+  lab=$(fresh_ns webhook) plain=$(fresh_ns webhook-unlabelled)
+  kubectl label namespace "$lab" sexton.dev/inject=enabled >/dev/null
+  WEBHOOK_CONFIG="sexton-e2e-$$"
+  sed -e "s/NAME/$WEBHOOK_CONFIG/" -e "s/PORT/$port/g" -e "s/CA_BUNDLE/$(base64 -w0 "$dir/ca.crt")/g" \
+    "$M/webhook-configuration.yaml" | kubectl apply -f - >/dev/null || fail "10: cannot create the MutatingWebhookConfiguration"
+  wait_until 30 webhook_called "$lab" \
+    || fail "10: the API server did not call the webhook at https://127.0.0.1:$port within 30 s; its log: $(cat "$log")"
+
+  # the unlabelled namespace: the pod reaches the webhook (/mutate/annotated), which admits
+  # it unchanged; with nothing to end it, the sidecar runs on after main
+  n0=$(webhook_metric injected) u0=$(webhook_metric unchanged)
+  job_webhook auto 0 | kubectl -n "$plain" create -f - >/dev/null
+  kubectl -n "$plain" wait --for=jsonpath='{.status.containerStatuses[?(@.name=="main")].state.terminated.exitCode}'=0 \
+    pod -l job-name=webhook-auto-0 --timeout=60s >/dev/null || fail "10: unlabelled: main did not end with 0: $(all_states "$plain" webhook-auto-0)"
+  got=$(pod_spec "$plain" webhook-auto-0) want=$(template_spec "$plain" webhook-auto-0)
+  [ "$got" = "$want" ] || fail "10: unlabelled: the pod is not the template: pod '$got', template '$want'"
+  [ "$(webhook_metric injected) $(webhook_metric unchanged)" = "$n0 $((u0 + 1))" ] \
+    || fail "10: unlabelled: reviews injected $n0 -> $(webhook_metric injected), unchanged $u0 -> $(webhook_metric unchanged); want one more unchanged"
+  got=$(kubectl -n "$plain" get pods -l job-name=webhook-auto-0 \
+    -o jsonpath='{.items[0].status.phase} {.items[0].status.containerStatuses[?(@.name=="proxy")].state.running.startedAt}')
+  [[ "$got" == "Running "?* ]] || fail "10: unlabelled: after main's exit: $got, want the pod Running and its proxy running"
+  kubectl delete namespace "$plain" --wait=false >/dev/null
+
+  # the labelled namespace: every pod injected once, auto (native on this 1.34 node) and wrap
+  # (the template's annotation)
+  for s in auto wrap; do
+    for c in 0 1; do job_webhook "$s" "$c" | kubectl -n "$lab" create -f - >/dev/null; done
+  done
+  for s in auto wrap; do
+    for c in 0 1; do
+      job="webhook-$s-$c"
+      if [ "$c" = 0 ]; then want=Complete phase=Succeeded; else want=Failed phase=Failed; fi
+      kubectl -n "$lab" wait --for=condition=$want "job/$job" --timeout=120s >/dev/null \
+        || fail "10: $job not $want: $(all_states "$lab" "$job"); webhook log $log"
+      got=$(all_states "$lab" "$job")
+      if [ "$s" = auto ]; then
+        [ "$got" = "$phase proxy=0 main=$c" ] || fail "10: $job: '$got', want '$phase proxy=0 main=$c' (native)"
+      else
+        [ "$got" = "$phase sexton-install=0 main=$c proxy=0" ] || fail "10: $job: '$got', want '$phase sexton-install=0 main=$c proxy=0'"
+      fi
+      got=$(kubectl -n "$lab" get pods -l "job-name=$job" -o jsonpath='{.items[0].metadata.annotations.sexton\.dev/injected}')
+      want=native; [ "$s" = auto ] || want=$s
+      [[ "$got" == *"\"mechanism\":\"$want\""* ]] || fail "10: $job: the pod's sexton.dev/injected is '$got', want mechanism $want"
+      # the Job itself is as created: the webhook changes pods, not their templates
+      [[ "$(template_spec "$lab" "$job")" != *sexton.dev/injected* ]] || fail "10: $job: its template was changed"
+    done
+  done
+  got=$(webhook_metric injected)
+  [ "$got" = $((n0 + 4)) ] || fail "10: the webhook injected $((got - n0)) pods, want 4"
+  stop_webhook
+  pass "10: the webhook on 127.0.0.1:$port (openssl certificate, caBundle): in the labelled namespace auto (native) and wrap: main 0 -> Complete, main 1 -> Failed, the sidecar ended with 0; unlabelled: the pod admitted unchanged, its sidecar still running"
+}
+
+[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10
 for n in "$@"; do
   t0=$SECONDS
   "scenario$n"
