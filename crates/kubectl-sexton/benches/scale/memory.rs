@@ -49,8 +49,12 @@ fn live() -> isize {
 
 #[derive(clap::Args)]
 pub struct Opts {
+    /// The test API server (one pod is created there and read back)
+    #[arg(long, required_unless_present = "pod_json")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Or the pod from an earlier run's --json file instead of the API server
     #[arg(long)]
-    pub kubeconfig: std::path::PathBuf,
+    pub pod_json: Option<std::path::PathBuf>,
     #[arg(long, default_value_t = 10000)]
     pub pods: usize,
     #[arg(long)]
@@ -67,6 +71,8 @@ pub struct Breakdown {
     pub parts: Vec<(String, f64)>,
     /// heap per pod of a projection holding only what the controllers read
     pub projected_per_pod: f64,
+    /// heap per pod of the same projection as a compact type of its own (`compact::Pod`)
+    pub compact_per_pod: f64,
     pub sizes_of: Vec<(String, usize)>,
 }
 
@@ -170,6 +176,7 @@ pub fn breakdown(pod: &Value, n: usize) -> Breakdown {
         per_item::<Vec<ContainerStatus>>(&bytes(&slim["status"]["containerStatuses"]), n),
     ));
     let projected_per_pod = per_item::<Pod>(&bytes(&projection(&slim)), n);
+    let compact_per_pod = per_item::<compact::Pod>(&slim_bytes, n);
     let sizes_of = vec![
         ("Pod".to_string(), std::mem::size_of::<Pod>()),
         ("ObjectMeta".to_string(), std::mem::size_of::<ObjectMeta>()),
@@ -181,6 +188,10 @@ pub fn breakdown(pod: &Value, n: usize) -> Breakdown {
             std::mem::size_of::<ContainerStatus>(),
         ),
         ("Volume".to_string(), std::mem::size_of::<Volume>()),
+        (
+            "compact::Pod".to_string(),
+            std::mem::size_of::<compact::Pod>(),
+        ),
     ];
     Breakdown {
         json_bytes: full.len(),
@@ -188,17 +199,19 @@ pub fn breakdown(pod: &Value, n: usize) -> Breakdown {
         heap_per_pod,
         parts,
         projected_per_pod,
+        compact_per_pod,
         sizes_of,
     }
 }
 
 pub fn markdown(b: &Breakdown) -> String {
     let mut s = format!(
-        "One benchmark pod as the API server returns it: {} bytes of JSON ({} without managedFields). Decoded into k8s-openapi's `Pod` (managedFields dropped, as the cache keeps it): **{} bytes of heap per pod**; a projection with only the fields the two controllers read: {} bytes.\n\n| part (decoded alone) | heap per pod (bytes) |\n|---|---:|\n",
+        "One benchmark pod as the API server returns it: {} bytes of JSON ({} without managedFields). Decoded into k8s-openapi's `Pod` (managedFields dropped, as the cache keeps it): **{} bytes of heap per pod**; a projection with only the fields the two controllers read: {} bytes as k8s-openapi types, {} bytes as a compact type of its own (`compact::Pod` in benches/scale/memory.rs, a prototype decoded from the same JSON).\n\n| part (decoded alone) | heap per pod (bytes) |\n|---|---:|\n",
         crate::report::thousands(b.json_bytes as f64),
         crate::report::thousands(b.json_bytes_without_managed_fields as f64),
         crate::report::thousands(b.heap_per_pod),
         crate::report::thousands(b.projected_per_pod),
+        crate::report::thousands(b.compact_per_pod),
     );
     for (k, v) in &b.parts {
         s.push_str(&format!("| {k} | {} |\n", crate::report::thousands(*v)));
@@ -219,26 +232,38 @@ pub fn run(o: &Opts) -> Result<()> {
         .enable_all()
         .build()
         .map_err(ctx("starting the runtime"))?;
-    let pod = rt.block_on(async {
-        let client = crate::cluster::client(&o.kubeconfig).await?;
-        let ns = "scale-memory";
-        pods::ensure_namespace(&client, ns).await?;
-        let name = pods::name(0);
-        pods::delete_now(&client, ns, vec![name.clone()], 1).await?;
-        pods::create_running(
-            &client,
-            ns,
-            vec![name.clone()],
-            "scale-node-0",
-            "sexton-quick-exit:bench",
-            1,
+    let from_file = o.pod_json.as_ref().map(|p| -> Result<Value> {
+        let v: Value = serde_json::from_slice(
+            &std::fs::read(p).map_err(ctx(format!("reading {}", p.display())))?,
         )
-        .await?;
-        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-        let p = api.get(&name).await.map_err(ctx("reading the pod"))?;
-        pods::delete_now(&client, ns, vec![name], 1).await?;
-        Ok::<_, String>(serde_json::to_value(&p).unwrap())
-    })?;
+        .map_err(ctx(format!("{} is not JSON", p.display())))?;
+        // an earlier --json file is [breakdown, pod]
+        Ok(v.get(1).cloned().unwrap_or(v))
+    });
+    let pod = match from_file {
+        Some(p) => p?,
+        None => rt.block_on(async {
+            let kubeconfig = o.kubeconfig.as_ref().ok_or("--kubeconfig or --pod-json")?;
+            let client = crate::cluster::client(kubeconfig).await?;
+            let ns = "scale-memory";
+            pods::ensure_namespace(&client, ns).await?;
+            let name = pods::name(0);
+            pods::delete_now(&client, ns, vec![name.clone()], 1).await?;
+            pods::create_running(
+                &client,
+                ns,
+                vec![name.clone()],
+                "scale-node-0",
+                "sexton-quick-exit:bench",
+                1,
+            )
+            .await?;
+            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+            let p = api.get(&name).await.map_err(ctx("reading the pod"))?;
+            pods::delete_now(&client, ns, vec![name], 1).await?;
+            Ok::<_, String>(serde_json::to_value(&p).unwrap())
+        })?,
+    };
     let b = breakdown(&pod, o.pods);
     let md = markdown(&b);
     print!("{md}");
@@ -247,4 +272,127 @@ pub fn run(o: &Opts) -> Result<()> {
             .map_err(ctx(format!("writing {}", p.display())))?;
     }
     Ok(())
+}
+
+/// A prototype of the compact cache type proposed in BENCHMARKS.md: what the
+/// SidecarTerminator's `decide`, the EphemeralJob's `plan` and the stuck-pod rule read,
+/// decoded straight from the pod's JSON (other fields skipped). Only measured here.
+#[allow(dead_code)]
+mod compact {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    pub struct Pod {
+        pub metadata: Meta,
+        pub spec: Spec,
+        #[serde(default)]
+        pub status: Status,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Meta {
+        pub name: String,
+        pub namespace: String,
+        pub uid: String,
+        pub resource_version: String,
+        #[serde(default)]
+        pub labels: BTreeMap<String, String>,
+        /// only sexton's own annotation is needed; kept whole here
+        #[serde(default)]
+        pub annotations: BTreeMap<String, String>,
+        pub creation_timestamp: Option<String>,
+        pub deletion_timestamp: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Spec {
+        pub restart_policy: Option<String>,
+        pub node_name: Option<String>,
+        pub os: Option<Os>,
+        pub containers: Vec<Container>,
+        #[serde(default)]
+        pub ephemeral_containers: Vec<Container>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Os {
+        pub name: String,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Container {
+        pub name: String,
+        pub image: Option<String>,
+        /// every variable is kept here (the markers and the job's UID are among them)
+        #[serde(default)]
+        pub env: Vec<Env>,
+        #[serde(default, deserialize_with = "is_set")]
+        pub command: bool,
+        #[serde(default, deserialize_with = "is_set")]
+        pub lifecycle: bool,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Env {
+        pub name: String,
+        pub value: Option<String>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Status {
+        pub phase: Option<String>,
+        #[serde(default)]
+        pub container_statuses: Vec<ContainerStatus>,
+        #[serde(default)]
+        pub ephemeral_container_statuses: Vec<ContainerStatus>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ContainerStatus {
+        pub name: String,
+        #[serde(default)]
+        pub state: State,
+        #[serde(default)]
+        pub restart_count: i32,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct State {
+        pub running: Option<Running>,
+        pub terminated: Option<Terminated>,
+        pub waiting: Option<Waiting>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Running {
+        pub started_at: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Terminated {
+        pub exit_code: i32,
+        pub reason: Option<String>,
+        pub message: Option<String>,
+        pub started_at: Option<String>,
+        pub finished_at: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Waiting {
+        pub reason: Option<String>,
+        pub message: Option<String>,
+    }
+
+    fn is_set<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        let v = serde::de::IgnoredAny::deserialize(d);
+        v.map(|_| true)
+    }
 }
