@@ -68,8 +68,8 @@ pub struct Flags {
     /// A running pod whose main containers all terminated this long ago while others still run is reported stuck (gauge sexton_controller_stuck_pods, one PodStuck Warning event each); with the SidecarTerminator
     #[arg(long, env = "SEXTON_STUCK_AFTER", default_value = "60s", value_parser = at_least_a_second, value_name = "DURATION")]
     stuck_after: Duration,
-    /// Objects reconciled at once, per controller
-    #[arg(long, env = "SEXTON_CONCURRENCY", default_value_t = 8, value_parser = value_parser!(u16).range(1..))]
+    /// Objects reconciled at once, per controller (each mostly waits for the API server: at 8, a swap and its Event took the slots long enough to queue swaps at 100 pods/s, BENCHMARKS.md "Controllers at scale")
+    #[arg(long, env = "SEXTON_CONCURRENCY", default_value_t = 64, value_parser = value_parser!(u16).range(1..))]
     concurrency: u16,
     #[arg(long, env = "SEXTON_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,

@@ -521,17 +521,21 @@ async fn write_status(
         ..Default::default()
     };
     let status = Patch::Merge(json!({"status": new}));
-    ctx.api::<EphemeralJob>(job)
+    match ctx
+        .api::<EphemeralJob>(job)
         .patch_status(&job.name_any(), &pp, &status)
         .await
-        .map(|_| ())
-        .map_err(|e| {
-            Error::api(
-                key(job),
-                "writing status (RBAC: ephemeraljobs/status patch)",
-                e,
-            )
-        })
+    {
+        Ok(_) => Ok(()),
+        // deleted since it was read (its TTL, or a user): nothing is left to write, and
+        // retrying as a refusal would only log a failure five minutes later
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(Error::api(
+            key(job),
+            "writing status (RBAC: ephemeraljobs/status patch)",
+            e,
+        )),
+    }
 }
 
 pub fn error_policy(job: Arc<EphemeralJob>, err: &Error, ctx: Arc<Ctx>) -> Action {
