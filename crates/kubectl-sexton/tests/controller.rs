@@ -826,22 +826,34 @@ async fn without_the_role_the_error_names_the_missing_permission() {
     );
 }
 
+/// A SidecarTerminator test: its namespace, and a controller watching it with the
+/// quick-exit image and `extra` flags.
+async fn terminator_scenario(
+    test: &str,
+    extra: &[&str],
+) -> (
+    std::sync::RwLockReadGuard<'static, ()>,
+    Client,
+    String,
+    Scratch,
+    Ctl,
+) {
+    let scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
+    let client = admin_client().await;
+    let ns = namespace(&client, test).await;
+    let scratch = Scratch::new(test);
+    let mut args = vec!["--namespace", &ns, "--quick-exit-image", Q];
+    args.extend_from_slice(extra);
+    let ctl = Ctl::start(&scratch, "controller", controller_kubeconfig(), &args, &[]);
+    (scope, client, ns, scratch, ctl)
+}
+
 /// A marked sidecar that waits (CrashLoopBackOff) once the mains are done is swapped too,
 /// with its own event; a sidecar that asks for its exit code to be ignored, and exited
 /// non-zero, gets a Warning that sexton cannot honour it.
 #[tokio::test(flavor = "current_thread")]
 async fn waiting_sidecars_are_swapped_and_ignore_exit_code_is_reported() {
-    let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
-    let client = admin_client().await;
-    let ns = namespace(&client, "ctl-waiting").await;
-    let scratch = Scratch::new("ctl-waiting");
-    let _ctl = Ctl::start(
-        &scratch,
-        "controller",
-        controller_kubeconfig(),
-        &["--namespace", &ns, "--quick-exit-image", Q],
-        &[],
-    );
+    let (_scope, client, ns, _scratch, _ctl) = terminator_scenario("ctl-waiting", &[]).await;
     for (name, main) in [("crashing", "0"), ("crashing-main-runs", "running")] {
         create_pod(
             &client,
@@ -909,24 +921,8 @@ async fn waiting_sidecars_are_swapped_and_ignore_exit_code_is_reported() {
 /// sexton acted.
 #[tokio::test(flavor = "current_thread")]
 async fn stuck_pods_are_reported_and_teardowns_timed() {
-    let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
-    let client = admin_client().await;
-    let ns = namespace(&client, "ctl-stuck").await;
-    let scratch = Scratch::new("ctl-stuck");
-    let ctl = Ctl::start(
-        &scratch,
-        "controller",
-        controller_kubeconfig(),
-        &[
-            "--namespace",
-            &ns,
-            "--quick-exit-image",
-            Q,
-            "--stuck-after",
-            "1s",
-        ],
-        &[],
-    );
+    let (_scope, client, ns, _scratch, ctl) =
+        terminator_scenario("ctl-stuck", &["--stuck-after", "1s"]).await;
     let unmarked = vec![
         container("main", &[], json!({})),
         container("proxy", &[], json!({})),
