@@ -107,17 +107,22 @@ pub async fn serve_all(
     Ok(())
 }
 
-async fn accept_loop(listener: TcpListener, router: Router) {
+/// The next connection; on EMFILE and the like it backs off instead of spinning.
+async fn accept(listener: &TcpListener) -> tokio::net::TcpStream {
     loop {
-        let conn = match listener.accept().await {
-            Ok((conn, _)) => conn,
+        match listener.accept().await {
+            Ok((conn, _)) => return conn,
             Err(e) => {
-                // EMFILE and the like: back off instead of spinning.
                 debug!("accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
             }
-        };
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, router: Router) {
+    loop {
+        let conn = accept(&listener).await;
         let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
             let served = hyper::server::conn::http1::Builder::new()
@@ -158,14 +163,7 @@ async fn tls_accept_loop(listener: TcpListener, router: Router, tls: Arc<rustls:
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        let conn = match listener.accept().await {
-            Ok((conn, _)) => conn,
-            Err(e) => {
-                debug!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let conn = accept(&listener).await;
         let (acceptor, service) = (acceptor.clone(), TowerToHyperService::new(router.clone()));
         tokio::spawn(async move {
             let _slot = slot;

@@ -8,6 +8,7 @@ mod kube_client;
 mod logging;
 mod metrics;
 mod results;
+mod service_flags;
 mod stuck;
 mod webhook;
 

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum, value_parser};
+
+use crate::service_flags::ServiceFlags;
 use sexton_core::config::{LogFormat, LogLevel};
 use sexton_core::duration::parse_go_duration;
 
@@ -46,22 +48,8 @@ pub struct Flags {
     /// This replica's identity in the Lease and in events (default: hostname and PID)
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
-    /// Serve Prometheus metrics on http://ADDR/metrics
-    #[arg(
-        long,
-        env = "SEXTON_METRICS_ADDR",
-        default_value = "0.0.0.0:8080",
-        value_name = "ADDR"
-    )]
-    metrics_addr: SocketAddr,
-    /// Serve /healthz and /readyz on ADDR
-    #[arg(
-        long,
-        env = "SEXTON_HEALTH_ADDR",
-        default_value = "0.0.0.0:8081",
-        value_name = "ADDR"
-    )]
-    health_addr: SocketAddr,
+    #[command(flatten)]
+    serving: ServiceFlags,
     /// Which controllers to run, comma-separated
     #[arg(long, env = "SEXTON_CONTROLLERS", value_delimiter = ',', default_value = "sidecar-terminator,ephemeraljob", value_parser = which)]
     controllers: Vec<Which>,
@@ -71,10 +59,6 @@ pub struct Flags {
     /// Objects reconciled at once, per controller (each mostly waits for the API server: at 8, a swap and its Event took the slots long enough to queue swaps at 100 pods/s, BENCHMARKS.md "Controllers at scale")
     #[arg(long, env = "SEXTON_CONCURRENCY", default_value_t = 64, value_parser = value_parser!(u16).range(1..))]
     concurrency: u16,
-    #[arg(long, env = "SEXTON_LOG_FORMAT", value_enum, default_value = "text")]
-    log_format: LogFormat,
-    #[arg(long, env = "SEXTON_LOG_LEVEL", value_enum, default_value = "info")]
-    log_level: LogLevel,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -189,12 +173,12 @@ impl Flags {
                 grace,
             }),
             identity: non_empty(self.identity).unwrap_or_else(default_identity),
-            metrics_addr: self.metrics_addr,
-            health_addr: self.health_addr,
+            metrics_addr: self.serving.metrics_addr,
+            health_addr: self.serving.health_addr,
             stuck_after: self.stuck_after,
             concurrency: self.concurrency,
-            log_format: self.log_format,
-            log_level: self.log_level,
+            log_format: self.serving.log_format,
+            log_level: self.serving.log_level,
         })
     }
 }

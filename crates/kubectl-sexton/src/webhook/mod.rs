@@ -23,12 +23,12 @@ use axum::routing::post;
 use clap::Args;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use sexton_core::config::{LogFormat, LogLevel};
 use sexton_inject::Options;
 use tracing::{error, info, warn};
 
 use crate::http::{self, Health};
 use crate::inject::{RegistryFlags, version};
+use crate::service_flags::ServiceFlags;
 use crate::{kube_client, logging};
 use certs::{CertFiles, CertStore};
 use metrics::WebhookMetrics;
@@ -123,31 +123,13 @@ pub struct WebhookFlags {
     /// Read a Pod's imagePullSecrets to look up its images' entrypoints (needs RBAC secrets get in the Pods' namespaces; off by default)
     #[arg(long, env = "SEXTON_IMAGE_PULL_SECRETS")]
     image_pull_secrets: bool,
-    /// Serve Prometheus metrics on http://ADDR/metrics
-    #[arg(
-        long,
-        env = "SEXTON_METRICS_ADDR",
-        default_value = "0.0.0.0:8080",
-        value_name = "ADDR"
-    )]
-    metrics_addr: SocketAddr,
-    /// Serve /healthz and /readyz on ADDR
-    #[arg(
-        long,
-        env = "SEXTON_HEALTH_ADDR",
-        default_value = "0.0.0.0:8081",
-        value_name = "ADDR"
-    )]
-    health_addr: SocketAddr,
-    #[arg(long, env = "SEXTON_LOG_FORMAT", value_enum, default_value = "text")]
-    log_format: LogFormat,
-    #[arg(long, env = "SEXTON_LOG_LEVEL", value_enum, default_value = "info")]
-    log_level: LogLevel,
+    #[command(flatten)]
+    serving: ServiceFlags,
 }
 
 /// `kubectl-sexton webhook`: logging, the runtime, run.
 pub fn main(flags: WebhookFlags) -> i32 {
-    logging::init(flags.log_format, flags.log_level);
+    logging::init(flags.serving.log_format, flags.serving.log_level);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -179,12 +161,12 @@ async fn run(flags: WebhookFlags) -> i32 {
     let m = metrics.clone();
     let endpoints = vec![
         (
-            flags.metrics_addr,
+            flags.serving.metrics_addr,
             http::metrics_routes(move || m.encode()),
             "--metrics-addr",
         ),
         (
-            flags.health_addr,
+            flags.serving.health_addr,
             http::health_routes(health.clone()),
             "--health-addr",
         ),
