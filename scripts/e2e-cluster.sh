@@ -2,12 +2,14 @@
 # A single-node cluster on this machine for end-to-end tests: the test control plane
 # (scripts/testenv.sh: etcd, kube-apiserver, kube-controller-manager) plus kube-scheduler,
 # containerd + runc (Debian packages) and a kubelet built from the same k8s.io/kubernetes
-# release. No image can be pulled: the images are built here from local files
-# (e2e/mkimage.py) and imported into containerd:
-#   registry.k8s.io/pause:3.10   e2e/pause.c, our own pause
-#   sexton:e2e                   the release binary at /sexton
-#   sexton-quick-exit:e2e        the same, entrypoint `sexton quick-exit`, UID 65532
-#   busybox:e2e                  Debian's busybox-static
+# release. No image can be pulled: the images are built here and imported into containerd:
+#   ghcr.io/sexton-dev/sexton:VERSION (and -slim), sexton-quick-exit:VERSION,
+#   kubectl-sexton:VERSION       the images that ship, built by scripts/images.sh (both
+#                                platforms; the same digests), and tagged for the e2e
+#                                manifests as sexton:e2e, sexton-quick-exit:e2e,
+#                                kubectl-sexton:e2e
+#   registry.k8s.io/pause:3.10   e2e/pause.c, our own pause       (test fixtures, built by
+#   busybox:e2e                  Debian's busybox-static           e2e/mkimage.py)
 # Pods use a CNI bridge (10.88.0.0/24, Debian's containernetworking-plugins) or the host
 # network; nothing outside this machine is contacted. `kubectl logs` and `kubectl exec` work:
 # the API server calls the kubelet on the node's address, the bridge's 10.88.0.1.
@@ -76,24 +78,51 @@ kubectl_on_path() {
 api_up() { "$TESTENV" status >/dev/null 2>&1; }
 
 images() {
-  local sexton="$ROOT/target/x86_64-unknown-linux-gnu/release/sexton" img="$E2E/images"
+  local img="$E2E/images"
   mkdir -p "$img"
-  # the in-pod binary as shipped: built alone (see Cargo.toml on feature unification)
-  (cd "$ROOT" && cargo build --release -p sexton >&2)
+  shipped_images
   gcc -static -Os -o "$img/pause" "$ROOT/e2e/pause.c"
   local mk="python3 $ROOT/e2e/mkimage.py"
   $mk "$img/pause.tar" registry.k8s.io/pause:3.10 --entrypoint '["/pause"]' "$img/pause:/pause"
-  $mk "$img/sexton.tar" sexton:e2e --entrypoint '["/sexton"]' "$sexton:/sexton"
-  $mk "$img/quick-exit.tar" sexton-quick-exit:e2e --entrypoint '["/sexton","quick-exit"]' \
-    --user 65532:65532 "$sexton:/sexton"
   local links=()
   for t in sh sleep echo cat ls ps kill true false test grep; do
     links+=(--symlink "/bin/$t=busybox")
   done
   $mk "$img/busybox.tar" busybox:e2e --cmd '["sh"]' "${links[@]}" /bin/busybox:/bin/busybox
-  for t in pause sexton quick-exit busybox; do
+  for t in pause busybox; do
     ctr --address "$SOCK" -n k8s.io images import "$img/$t.tar" >/dev/null
   done
+}
+
+# The images sexton ships, as scripts/images.sh builds them (it rebuilds what changed): each
+# OCI layout imported whole (both platforms) under its shipped reference, checked to have
+# the layout's digest on the node, and tagged with the name the e2e manifests use
+# (NAME:e2e; the slim tag has none).
+shipped_images() {
+  "$ROOT/scripts/images.sh" >&2
+  local dir tag ref want got
+  while read -r dir tag ref; do
+    tar -C "$dir" -cf - . | ctr --address "$SOCK" -n k8s.io images import --all-platforms \
+      --base-name "${ref%:*}" - >/dev/null
+    want=$(layout_digest "$dir" "$tag") got=$(node_digest "$ref")
+    [ "$got" = "$want" ] || die "$ref: the node has ${got:-nothing}, target/images has $want"
+    case $tag in *-slim) continue ;; esac
+    ctr --address "$SOCK" -n k8s.io images tag --force "$ref" "docker.io/library/$(basename "$dir"):e2e" >/dev/null
+    got=$(node_digest "docker.io/library/$(basename "$dir"):e2e")
+    [ "$got" = "$want" ] || die "$(basename "$dir"):e2e: the node has ${got:-nothing}, target/images has $want"
+  done < <("$ROOT/scripts/images.sh" refs)
+}
+
+# layout_digest DIR TAG: the digest of TAG in the OCI layout DIR (the multi-platform index)
+layout_digest() {
+  python3 -c 'import json, sys
+print(next(m["digest"] for m in json.load(open(sys.argv[1] + "/index.json"))["manifests"]
+           if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == sys.argv[2]))' "$1" "$2"
+}
+
+# node_digest REF: the digest containerd has for REF (empty if none)
+node_digest() {
+  ctr --address "$SOCK" -n k8s.io images ls "name==$1" | awk 'NR == 2 {print $3}'
 }
 
 # The node's address. The API server calls the kubelet (logs, exec) at the node's
