@@ -8,8 +8,8 @@
 #                                platforms; the same digests), and tagged for the e2e
 #                                manifests as sexton:e2e, sexton-quick-exit:e2e,
 #                                kubectl-sexton:e2e
-#   registry.k8s.io/pause:3.10   e2e/pause.c, our own pause       (test fixtures, built by
-#   busybox:e2e                  Debian's busybox-static           e2e/mkimage.py)
+#   registry.k8s.io/pause:3.10   e2e/pause.c, our own pause       (test fixtures, built with
+#   busybox:e2e                  Debian's busybox-static           buildah too)
 # Pods use a CNI bridge (10.88.0.0/24, Debian's containernetworking-plugins) or the host
 # network; nothing outside this machine is contacted. `kubectl logs` and `kubectl exec` work:
 # the API server calls the kubelet on the node's address, the bridge's 10.88.0.1.
@@ -61,6 +61,7 @@ need_packages() {
   [ -x /bin/busybox ] || missing+=(busybox-static)
   command -v gcc >/dev/null || missing+=(gcc libc6-dev)
   command -v python3 >/dev/null || missing+=(python3)
+  command -v buildah >/dev/null || missing+=(buildah)
   command -v ip >/dev/null || missing+=(iproute2)
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing ${missing[*]}"
@@ -78,20 +79,40 @@ kubectl_on_path() {
 api_up() { "$TESTENV" status >/dev/null 2>&1; }
 
 images() {
-  local img="$E2E/images"
-  mkdir -p "$img"
   shipped_images
-  gcc -static -Os -o "$img/pause" "$ROOT/e2e/pause.c"
-  local mk="python3 $ROOT/e2e/mkimage.py"
-  $mk "$img/pause.tar" registry.k8s.io/pause:3.10 --entrypoint '["/pause"]' "$img/pause:/pause"
-  local links=()
+  fixture_images
+}
+
+# The test fixtures, built from files of this machine with buildah as the shipped images
+# are (FROM scratch, one layer) and imported as Docker archives under their names: our
+# own pause, and Debian's busybox-static with the applets the manifests call.
+fixture_images() {
+  local img="$E2E/images" t
+  rm -rf "$img"; mkdir -p "$img/pause" "$img/busybox/bin"
+  gcc -static -Os -o "$img/pause/pause" "$ROOT/e2e/pause.c"
+  cp /bin/busybox "$img/busybox/bin/busybox"
   for t in sh sleep echo cat ls ps kill true false test grep; do
-    links+=(--symlink "/bin/$t=busybox")
+    ln -s busybox "$img/busybox/bin/$t"
   done
-  $mk "$img/busybox.tar" busybox:e2e --cmd '["sh"]' "${links[@]}" /bin/busybox:/bin/busybox
-  for t in pause busybox; do
-    ctr --address "$SOCK" -n k8s.io images import "$img/$t.tar" >/dev/null
-  done
+  fixture_image registry.k8s.io/pause:3.10 "$img/pause" --entrypoint '["/pause"]'
+  fixture_image busybox:e2e "$img/busybox" --cmd '["sh"]'
+  rm -rf "$img/buildah"
+}
+
+# fixture_image REF DIR [buildah config args...]: DIR's files (and tmp, etc, proc, sys,
+# dev) as the image REF on the node.
+fixture_image() {
+  local ref=$1 dir=$2 c b=(buildah --root "$E2E/images/buildah" --runroot "$E2E/images/buildah-run" --storage-driver vfs)
+  shift 2
+  mkdir -p "$dir/tmp" "$dir/etc" "$dir/proc" "$dir/sys" "$dir/dev"
+  c=$("${b[@]}" from scratch)
+  "${b[@]}" copy "$c" "$dir" / >/dev/null
+  "${b[@]}" config --env PATH=/usr/local/bin:/usr/bin:/bin:/sbin "$@" "$c"
+  "${b[@]}" commit --quiet --identity-label=false --timestamp 0 "$c" "fixture-$$" >/dev/null
+  "${b[@]}" push --quiet "fixture-$$" "docker-archive:$dir.tar:$ref"
+  "${b[@]}" rm "$c" >/dev/null
+  "${b[@]}" rmi "fixture-$$" >/dev/null
+  ctr --address "$SOCK" -n k8s.io images import "$dir.tar" >/dev/null
 }
 
 # The images sexton ships, as scripts/images.sh builds them (it rebuilds what changed): each
@@ -101,23 +122,16 @@ images() {
 shipped_images() {
   "$ROOT/scripts/images.sh" >&2
   local dir tag ref want got
-  while read -r dir tag ref; do
+  while read -r dir tag ref want; do
     tar -C "$dir" -cf - . | ctr --address "$SOCK" -n k8s.io images import --all-platforms \
       --base-name "${ref%:*}" - >/dev/null
-    want=$(layout_digest "$dir" "$tag") got=$(node_digest "$ref")
+    got=$(node_digest "$ref")
     [ "$got" = "$want" ] || die "$ref: the node has ${got:-nothing}, target/images has $want"
     case $tag in *-slim) continue ;; esac
     ctr --address "$SOCK" -n k8s.io images tag --force "$ref" "docker.io/library/$(basename "$dir"):e2e" >/dev/null
     got=$(node_digest "docker.io/library/$(basename "$dir"):e2e")
     [ "$got" = "$want" ] || die "$(basename "$dir"):e2e: the node has ${got:-nothing}, target/images has $want"
   done < <("$ROOT/scripts/images.sh" refs)
-}
-
-# layout_digest DIR TAG: the digest of TAG in the OCI layout DIR (the multi-platform index)
-layout_digest() {
-  python3 -c 'import json, sys
-print(next(m["digest"] for m in json.load(open(sys.argv[1] + "/index.json"))["manifests"]
-           if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == sys.argv[2]))' "$1" "$2"
 }
 
 # node_digest REF: the digest containerd has for REF (empty if none)

@@ -23,7 +23,7 @@
 #   scripts/images.sh            build everything, then check
 #   scripts/images.sh binaries   only the binaries
 #   scripts/images.sh check      only the check (of what is in target/images)
-#   scripts/images.sh refs       one line per image: LAYOUT-DIR TAG SHIPPED-REFERENCE
+#   scripts/images.sh refs       one line per image: LAYOUT-DIR TAG SHIPPED-REFERENCE DIGEST
 #
 # Settings (environment): SEXTON_IMAGE_REPO (default ghcr.io/sexton-dev). Needs root (or
 # rootless buildah); installs buildah, skopeo, the cross compiler and qemu-user-static when
@@ -107,7 +107,7 @@ binaries() {
     for b in sexton sexton-slim kubectl-sexton; do static_for "$arch" "$dir/$b"; done
     # they run (arm64: emulated); quick-exit ignores whatever arguments it gets
     run "$arch" "$dir/sexton" --version >/dev/null || die "$dir/sexton --version failed"
-    run "$arch" "$dir/sexton-slim" quick-exit --any args || die "$dir/sexton-slim quick-exit failed"
+    run "$arch" "$dir/sexton-slim" quick-exit --any args 2>/dev/null || die "$dir/sexton-slim quick-exit failed"
     run "$arch" "$dir/kubectl-sexton" --version >/dev/null || die "$dir/kubectl-sexton --version failed"
   done
 }
@@ -162,7 +162,7 @@ images() {
     --user 65532:65532 --entrypoint '["/sexton", "quick-exit"]'
   image kubectl-sexton "$VERSION" kubectl-sexton /kubectl-sexton kubectl-sexton \
     "kubectl-sexton: sexton's controllers and admission webhook" \
-    --user 65532:65532 --port 8080 --port 8081 --port 8443 --entrypoint '["/kubectl-sexton"]'
+    --user 65532:65532 --port 8080/tcp --port 8081/tcp --port 8443/tcp --entrypoint '["/kubectl-sexton"]'
   rm -rf "$STORE"
 }
 
@@ -173,10 +173,18 @@ check() {
     sexton-quick-exit:"$VERSION"=sexton-quick-exit kubectl-sexton:"$VERSION"=kubectl-sexton
 }
 
+# One line per image: its layout, tag, shipped reference and digest (of the multi-platform
+# index; "-" if not built).
 refs() {
-  local r
+  local r dir digest
   for r in sexton:"$VERSION" sexton:"$VERSION-slim" sexton-quick-exit:"$VERSION" kubectl-sexton:"$VERSION"; do
-    echo "$OUT/${r%%:*} ${r#*:} $REPO/$r"
+    dir="$OUT/${r%%:*}" digest=-
+    if [ -f "$dir/index.json" ]; then
+      digest=$(python3 -c 'import json, sys
+print(next((m["digest"] for m in json.load(open(sys.argv[1]))["manifests"]
+            if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == sys.argv[2]), "-"))' "$dir/index.json" "${r#*:}")
+    fi
+    echo "$dir ${r#*:} $REPO/$r $digest"
   done
 }
 
