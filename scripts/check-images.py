@@ -160,7 +160,11 @@ def check_image(images, ref, stage, want, errors, sizes):
         got = {"entrypoint": c.get("Entrypoint"), "cmd": c.get("Cmd"), "user": c.get("User", ""),
                "labels": c.get("Labels") or {}, "ports": set(c.get("ExposedPorts") or {})}
         for k, v in got.items():
-            if v != want[k]:
+            if k == "labels":
+                for l in sorted(set(v) | set(want[k])):
+                    if v.get(l) != want[k].get(l):
+                        errors.append(f"{where}: label {l} is {v.get(l)!r}, the Dockerfile's stage {stage} says {want[k].get(l)!r}")
+            elif v != want[k]:
                 errors.append(f"{where}: {k} is {v!r}, the Dockerfile's stage {stage} says {want[k]!r}")
         files, compressed, uncompressed = {}, manifest["config"]["size"] + m["size"], 0
         for l in manifest["layers"]:

@@ -102,16 +102,16 @@ fixture_images() {
 # fixture_image REF DIR [buildah config args...]: DIR's files (and tmp, etc, proc, sys,
 # dev) as the image REF on the node.
 fixture_image() {
-  local ref=$1 dir=$2 c b=(buildah --root "$E2E/images/buildah" --runroot "$E2E/images/buildah-run" --storage-driver vfs)
+  local ref=$1 dir=$2 c id b=(buildah --root "$E2E/images/buildah" --runroot "$E2E/images/buildah-run" --storage-driver vfs)
   shift 2
   mkdir -p "$dir/tmp" "$dir/etc" "$dir/proc" "$dir/sys" "$dir/dev"
   c=$("${b[@]}" from scratch)
   "${b[@]}" copy "$c" "$dir" / >/dev/null
   "${b[@]}" config --env PATH=/usr/local/bin:/usr/bin:/bin:/sbin "$@" "$c"
-  "${b[@]}" commit --quiet --identity-label=false --timestamp 0 "$c" "fixture-$$" >/dev/null
-  "${b[@]}" push --quiet "fixture-$$" "docker-archive:$dir.tar:$ref"
+  id=$("${b[@]}" commit --quiet --identity-label=false --timestamp 0 "$c")
+  "${b[@]}" push --quiet "$id" "docker-archive:$dir.tar:$ref"
   "${b[@]}" rm "$c" >/dev/null
-  "${b[@]}" rmi "fixture-$$" >/dev/null
+  "${b[@]}" rmi "$id" >/dev/null
   ctr --address "$SOCK" -n k8s.io images import "$dir.tar" >/dev/null
 }
 
@@ -123,7 +123,7 @@ shipped_images() {
   "$ROOT/scripts/images.sh" >&2
   local dir tag ref want got
   while read -r dir tag ref want; do
-    tar -C "$dir" -cf - . | ctr --address "$SOCK" -n k8s.io images import --all-platforms \
+    tar -C "$dir" -cf - . | ctr --address "$SOCK" -n k8s.io images import --all-platforms --digests \
       --base-name "${ref%:*}" - >/dev/null
     got=$(node_digest "$ref")
     [ "$got" = "$want" ] || die "$ref: the node has ${got:-nothing}, target/images has $want"

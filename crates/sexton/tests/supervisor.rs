@@ -643,7 +643,10 @@ fn help_version_and_install() {
     let meta = fs::metadata(&installed).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o755);
     assert_eq!(meta.len(), fs::metadata(sexton_bin()).unwrap().len());
-    assert_eq!(fs::read(&installed).unwrap(), fs::read(sexton_bin()).unwrap());
+    assert_eq!(
+        fs::read(&installed).unwrap(),
+        fs::read(sexton_bin()).unwrap()
+    );
     let out = std::process::Command::new(&installed)
         .arg("--version")
         .output()
