@@ -682,8 +682,8 @@ scenario11() {
 # image_digest NAME: the digest of NAME:VERSION in its OCI layout (target/images/NAME),
 # which scripts/e2e-cluster.sh imported into the node.
 image_digest() {
-  local dir tag ref digest
-  while read -r dir tag ref digest; do
+  local dir tag digest
+  while read -r dir tag _ digest; do
     if [ "$(basename "$dir")" = "$1" ] && [[ $tag != *-slim ]]; then echo "$digest"; return 0; fi
   done < <("$ROOT/scripts/images.sh" refs)
   fail "no image $1 in scripts/images.sh refs"

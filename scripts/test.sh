@@ -53,8 +53,8 @@ timed() {
 #  - orphans_are_reaped_as_pid1_and_as_subreaper: qemu-user 7.2 refuses
 #    PR_SET_CHILD_SUBREAPER (EINVAL), so sexton cannot reap as a non-PID-1 subreaper there.
 # The names are unique in the workspace, so the test binaries of the run above are reused.
-ARM64_TESTS="--test supervisor --test faults_process --test faults_graveyard --test faults_extra --test resilience --test api"
-ARM64_SKIP="--skip huge_file_at_tombstone_path_is_not_read_whole --skip child_killed_by_realtime_signal_exits_128_plus_n_with_the_signal_named --skip realtime_stop_signal_during_birth_wait_ends_without_starting_the_child --skip sigterm_while_waiting_for_own_lock_ends_without_starting_the_child --skip orphans_are_reaped_as_pid1_and_as_subreaper"
+ARM64_TESTS=(--test supervisor --test faults_process --test faults_graveyard --test faults_extra --test resilience --test api)
+ARM64_SKIP=(--skip huge_file_at_tombstone_path_is_not_read_whole --skip child_killed_by_realtime_signal_exits_128_plus_n_with_the_signal_named --skip realtime_stop_signal_during_birth_wait_ends_without_starting_the_child --skip sigterm_while_waiting_for_own_lock_ends_without_starting_the_child --skip orphans_are_reaped_as_pid1_and_as_subreaper)
 # An aarch64 binary executed on another machine runs under qemu-aarch64-static: Debian's
 # qemu-user-static registers it with binfmt_misc (flag F: the interpreter is opened at
 # registration, so it also runs in other mount namespaces, unshare --mount-proc's).
@@ -122,7 +122,7 @@ timed test cargo test --release "$@"
 if [ $# -eq 0 ]; then
   arm64_emulation
   SEXTON_TEST_BIN="$PWD/target/images/bin/linux-arm64/sexton" \
-    timed arm64 cargo test --release $ARM64_TESTS -- --exact $ARM64_SKIP
+    timed arm64 cargo test --release "${ARM64_TESTS[@]}" -- --exact "${ARM64_SKIP[@]}"
 fi
 
 # End to end on a real node (scripts/e2e-cluster.sh: containerd, runc, kubelet,
