@@ -118,7 +118,8 @@ fixture_image() {
 # The images sexton ships, as scripts/images.sh builds them (it rebuilds what changed): each
 # OCI layout imported whole (both platforms) under its shipped reference, checked to have
 # the layout's digest on the node, and tagged with the name the e2e manifests use
-# (NAME:e2e; the slim tag has none).
+# (NAME:e2e; the slim tag has none). --digests also names it by digest, so the kubelet
+# reports the index's digest as a pod's imageID (e2e scenario 11 checks it).
 shipped_images() {
   "$ROOT/scripts/images.sh" >&2
   local dir tag ref want got
