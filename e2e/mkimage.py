@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Builds a single-layer image as a Docker archive (what `ctr images import` reads) from
-files on this machine, because no image can be pulled here.
+files on this machine, because no image can be pulled here. Test fixtures only: the test
+registries' images (scripts/registry.sh) and e2e scenario 7's; the images that ship are
+built by scripts/images.sh (buildah), and the e2e node's fixtures with buildah too.
 
   mkimage.py OUT.tar NAME:TAG [--entrypoint JSON] [--cmd JSON] [--user U] [--env K=V]...
              [--arch ARCH [--variant V]] SRC:DEST[:MODE] ...

@@ -2,12 +2,14 @@
 # A single-node cluster on this machine for end-to-end tests: the test control plane
 # (scripts/testenv.sh: etcd, kube-apiserver, kube-controller-manager) plus kube-scheduler,
 # containerd + runc (Debian packages) and a kubelet built from the same k8s.io/kubernetes
-# release. No image can be pulled: the images are built here from local files
-# (e2e/mkimage.py) and imported into containerd:
-#   registry.k8s.io/pause:3.10   e2e/pause.c, our own pause
-#   sexton:e2e                   the release binary at /sexton
-#   sexton-quick-exit:e2e        the same, entrypoint `sexton quick-exit`, UID 65532
-#   busybox:e2e                  Debian's busybox-static
+# release. No image can be pulled: the images are built here and imported into containerd:
+#   ghcr.io/sexton-dev/sexton:VERSION (and -slim), sexton-quick-exit:VERSION,
+#   kubectl-sexton:VERSION       the images that ship, built by scripts/images.sh (both
+#                                platforms; the same digests), and tagged for the e2e
+#                                manifests as sexton:e2e, sexton-quick-exit:e2e,
+#                                kubectl-sexton:e2e
+#   registry.k8s.io/pause:3.10   e2e/pause.c, our own pause       (test fixtures, built with
+#   busybox:e2e                  Debian's busybox-static           buildah too)
 # Pods use a CNI bridge (10.88.0.0/24, Debian's containernetworking-plugins) or the host
 # network; nothing outside this machine is contacted. `kubectl logs` and `kubectl exec` work:
 # the API server calls the kubelet on the node's address, the bridge's 10.88.0.1.
@@ -59,6 +61,7 @@ need_packages() {
   [ -x /bin/busybox ] || missing+=(busybox-static)
   command -v gcc >/dev/null || missing+=(gcc libc6-dev)
   command -v python3 >/dev/null || missing+=(python3)
+  command -v buildah >/dev/null || missing+=(buildah)
   command -v ip >/dev/null || missing+=(iproute2)
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing ${missing[*]}"
@@ -76,24 +79,65 @@ kubectl_on_path() {
 api_up() { "$TESTENV" status >/dev/null 2>&1; }
 
 images() {
-  local sexton="$ROOT/target/x86_64-unknown-linux-gnu/release/sexton" img="$E2E/images"
-  mkdir -p "$img"
-  # the in-pod binary as shipped: built alone (see Cargo.toml on feature unification)
-  (cd "$ROOT" && cargo build --release -p sexton >&2)
-  gcc -static -Os -o "$img/pause" "$ROOT/e2e/pause.c"
-  local mk="python3 $ROOT/e2e/mkimage.py"
-  $mk "$img/pause.tar" registry.k8s.io/pause:3.10 --entrypoint '["/pause"]' "$img/pause:/pause"
-  $mk "$img/sexton.tar" sexton:e2e --entrypoint '["/sexton"]' "$sexton:/sexton"
-  $mk "$img/quick-exit.tar" sexton-quick-exit:e2e --entrypoint '["/sexton","quick-exit"]' \
-    --user 65532:65532 "$sexton:/sexton"
-  local links=()
+  shipped_images
+  fixture_images
+}
+
+# The test fixtures, built from files of this machine with buildah as the shipped images
+# are (FROM scratch, one layer) and imported as Docker archives under their names: our
+# own pause, and Debian's busybox-static with the applets the manifests call.
+fixture_images() {
+  local img="$E2E/images" t
+  rm -rf "$img"; mkdir -p "$img/pause" "$img/busybox/bin"
+  gcc -static -Os -o "$img/pause/pause" "$ROOT/e2e/pause.c"
+  cp /bin/busybox "$img/busybox/bin/busybox"
   for t in sh sleep echo cat ls ps kill true false test grep; do
-    links+=(--symlink "/bin/$t=busybox")
+    ln -s busybox "$img/busybox/bin/$t"
   done
-  $mk "$img/busybox.tar" busybox:e2e --cmd '["sh"]' "${links[@]}" /bin/busybox:/bin/busybox
-  for t in pause sexton quick-exit busybox; do
-    ctr --address "$SOCK" -n k8s.io images import "$img/$t.tar" >/dev/null
-  done
+  fixture_image registry.k8s.io/pause:3.10 "$img/pause" --entrypoint '["/pause"]'
+  fixture_image busybox:e2e "$img/busybox" --cmd '["sh"]'
+  rm -rf "$img/buildah"
+}
+
+# fixture_image REF DIR [buildah config args...]: DIR's files (and tmp, etc, proc, sys,
+# dev) as the image REF on the node.
+fixture_image() {
+  local ref=$1 dir=$2 c id b=(buildah --root "$E2E/images/buildah" --runroot "$E2E/images/buildah-run" --storage-driver vfs)
+  shift 2
+  mkdir -p "$dir/tmp" "$dir/etc" "$dir/proc" "$dir/sys" "$dir/dev"
+  c=$("${b[@]}" from scratch)
+  "${b[@]}" copy "$c" "$dir" / >/dev/null
+  "${b[@]}" config --env PATH=/usr/local/bin:/usr/bin:/bin:/sbin "$@" "$c"
+  id=$("${b[@]}" commit --quiet --identity-label=false --timestamp 0 "$c")
+  "${b[@]}" push --quiet "$id" "docker-archive:$dir.tar:$ref"
+  "${b[@]}" rm "$c" >/dev/null
+  "${b[@]}" rmi "$id" >/dev/null
+  ctr --address "$SOCK" -n k8s.io images import "$dir.tar" >/dev/null
+}
+
+# The images sexton ships, as scripts/images.sh builds them (it rebuilds what changed): each
+# OCI layout imported whole (both platforms) under its shipped reference, checked to have
+# the layout's digest on the node, and tagged with the name the e2e manifests use
+# (NAME:e2e; the slim tag has none). --digests also names it by digest, so the kubelet
+# reports the index's digest as a pod's imageID (e2e scenario 11 checks it).
+shipped_images() {
+  "$ROOT/scripts/images.sh" >&2
+  local dir tag ref want got
+  while read -r dir tag ref want; do
+    tar -C "$dir" -cf - . | ctr --address "$SOCK" -n k8s.io images import --all-platforms --digests \
+      --base-name "${ref%:*}" - >/dev/null
+    got=$(node_digest "$ref")
+    [ "$got" = "$want" ] || die "$ref: the node has ${got:-nothing}, target/images has $want"
+    case $tag in *-slim) continue ;; esac
+    ctr --address "$SOCK" -n k8s.io images tag --force "$ref" "docker.io/library/$(basename "$dir"):e2e" >/dev/null
+    got=$(node_digest "docker.io/library/$(basename "$dir"):e2e")
+    [ "$got" = "$want" ] || die "$(basename "$dir"):e2e: the node has ${got:-nothing}, target/images has $want"
+  done < <("$ROOT/scripts/images.sh" refs)
+}
+
+# node_digest REF: the digest containerd has for REF (empty if none)
+node_digest() {
+  ctr --address "$SOCK" -n k8s.io images ls "name==$1" | awk 'NR == 2 {print $3}'
 }
 
 # The node's address. The API server calls the kubelet (logs, exec) at the node's

@@ -401,7 +401,7 @@ async fn survives_an_api_server_restart_during_the_wait() {
 
 #[test]
 fn pod_name_without_namespace_is_a_config_error() {
-    let out = Command::new(SEXTON)
+    let out = Command::new(sexton_bin())
         .env("KUBEXIT_NAME", "main")
         .env("KUBEXIT_POD_NAME", "job-1")
         .env("KUBEXIT_BIRTH_DEPS", "proxy")

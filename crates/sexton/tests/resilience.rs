@@ -269,6 +269,7 @@ fn inotify_that_cannot_be_initialised() {
     assert!(n.parse::<u32>().unwrap() > 0, "hog took {n} instances");
 
     // sexton as that user, wrapping `cmd`
+    let sexton = sexton_bin();
     let sexton_as_user = |cmd: &[&str]| {
         let mut c = Command::new("setpriv");
         c.args([
@@ -277,7 +278,7 @@ fn inotify_that_cannot_be_initialised() {
             "--regid",
             uid,
             "--clear-groups",
-            SEXTON,
+            &sexton,
             "--",
         ])
         .args(cmd);
@@ -573,7 +574,7 @@ fn shutdown_hooks_after_child_exit() {
     assert_eq!(pod.tombstone("main").unwrap()["ExitCode"], 3);
 
     // non-loopback targets are refused before anything starts
-    let out = Command::new(SEXTON)
+    let out = Command::new(sexton_bin())
         .env("KUBEXIT_NAME", "x")
         .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
         .env(

@@ -338,7 +338,7 @@ fn configuration_errors_exit_2_before_starting_anything() {
         if !env.iter().any(|(k, _)| *k == "KUBEXIT_NAME") {
             env.push(("KUBEXIT_NAME", "app"));
         }
-        let mut cmd = std::process::Command::new(SEXTON);
+        let mut cmd = std::process::Command::new(sexton_bin());
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
             .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
@@ -361,7 +361,7 @@ fn configuration_errors_exit_2_before_starting_anything() {
         assert!(!pod.graveyard.exists(), "{want}: nothing may be written");
     }
     // empty command
-    let out = std::process::Command::new(SEXTON)
+    let out = std::process::Command::new(sexton_bin())
         .env("KUBEXIT_NAME", "a")
         .output()
         .unwrap();
@@ -555,7 +555,7 @@ fn flags_win_over_env_and_kubexit_style_invocation() {
     assert!(pod.tombstone("flagname").is_some() && pod.tombstone("envname").is_none());
 
     // kubexit style: no `--`, arguments that look like flags belong to the command
-    let out = std::process::Command::new(SEXTON)
+    let out = std::process::Command::new(sexton_bin())
         .env("KUBEXIT_NAME", "k")
         .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
         .args(["sh", "-c", "echo \"$0 $1\"; exit 4", "--name", "-x"])
@@ -605,7 +605,7 @@ fn json_logs() {
 
 #[test]
 fn help_version_and_install() {
-    let out = std::process::Command::new(SEXTON)
+    let out = std::process::Command::new(sexton_bin())
         .arg("--help")
         .output()
         .unwrap();
@@ -618,7 +618,7 @@ fn help_version_and_install() {
             s.env
         );
     }
-    let out = std::process::Command::new(SEXTON)
+    let out = std::process::Command::new(sexton_bin())
         .arg("--version")
         .output()
         .unwrap();
@@ -630,7 +630,7 @@ fn help_version_and_install() {
 
     let pod = Pod::new("install");
     let dir = pod.path("bin");
-    let out = std::process::Command::new(SEXTON)
+    let out = std::process::Command::new(sexton_bin())
         .args(["install", dir.to_str().unwrap()])
         .output()
         .unwrap();
@@ -642,8 +642,11 @@ fn help_version_and_install() {
     let installed = dir.join("sexton");
     let meta = fs::metadata(&installed).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o755);
-    assert_eq!(meta.len(), fs::metadata(SEXTON).unwrap().len());
-    assert_eq!(fs::read(&installed).unwrap(), fs::read(SEXTON).unwrap());
+    assert_eq!(meta.len(), fs::metadata(sexton_bin()).unwrap().len());
+    assert_eq!(
+        fs::read(&installed).unwrap(),
+        fs::read(sexton_bin()).unwrap()
+    );
     let out = std::process::Command::new(&installed)
         .arg("--version")
         .output()
@@ -652,7 +655,7 @@ fn help_version_and_install() {
     // no temp files left
     assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
     // install with no DIR is a usage error
-    let out = std::process::Command::new(SEXTON)
+    let out = std::process::Command::new(sexton_bin())
         .arg("install")
         .output()
         .unwrap();
@@ -705,7 +708,7 @@ fn idle_supervision_does_not_spin_when_dependency_tombstone_is_read() {
 fn binary_is_static() {
     // No PT_INTERP program header: the kernel runs it without a dynamic loader, so it
     // works in FROM-scratch images and when copied into any app image.
-    let elf = fs::read(SEXTON).unwrap();
+    let elf = fs::read(sexton_bin()).unwrap();
     assert_eq!(&elf[..4], b"\x7fELF");
     let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
     let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
@@ -743,7 +746,7 @@ fn quick_exit_exits_zero_whatever_its_arguments() {
         vec!["--config", "/etc/envoy.yaml"],
         vec!["-c", "exit 3"],
     ] {
-        let out = std::process::Command::new(SEXTON)
+        let out = std::process::Command::new(sexton_bin())
             .arg("quick-exit")
             .args(&args)
             .output()

@@ -16,8 +16,9 @@ use std::process::Command;
 
 pub const SEXTON: &str = env!("CARGO_BIN_EXE_sexton");
 
-/// The binary the containers run: this build's, or `SEXTON_TEST_BIN` (to show that a
-/// test fails against an older build: `SEXTON_TEST_BIN=/tmp/old/sexton cargo test ...`).
+/// The binary the tests run: this build's, or `SEXTON_TEST_BIN` (to show that a test fails
+/// against an older build: `SEXTON_TEST_BIN=/tmp/old/sexton cargo test ...`; scripts/test.sh
+/// runs the tests again with the arm64 build, emulated by qemu-user through binfmt_misc).
 pub fn sexton_bin() -> String {
     std::env::var("SEXTON_TEST_BIN").unwrap_or_else(|_| SEXTON.to_string())
 }

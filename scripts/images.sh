@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Builds the images sexton ships, without a Docker engine: the static binaries for
+# linux/amd64 and linux/arm64 (cross-compiled, .cargo/config.toml), then one multi-platform
+# OCI index per image with Debian's buildah (FROM scratch, no RUN, so no container runtime),
+# each in an OCI image layout under target/images/<name>/:
+#   sexton             :VERSION        the in-pod binary at /sexton, ENTRYPOINT ["/sexton"]
+#                      :VERSION-slim   the same built --no-default-features (no API client)
+#   sexton-quick-exit  :VERSION        the slim binary, USER 65532:65532,
+#                                      ENTRYPOINT ["/sexton", "quick-exit"]
+#   kubectl-sexton     :VERSION        the cluster-side binary at /kubectl-sexton, USER
+#                                      65532:65532, ENTRYPOINT ["/kubectl-sexton"] (args
+#                                      ["controller", ...] or ["webhook", ...])
+# VERSION is the workspace's (Cargo.toml); they ship as ghcr.io/sexton-dev/<name>:<tag>, e.g.
+#   skopeo copy --all oci:target/images/sexton:0.1.0 docker://ghcr.io/sexton-dev/sexton:0.1.0
+# The binaries stay in target/images/bin/linux-{amd64,arm64}/ (sexton, sexton-slim,
+# kubectl-sexton). Each is checked to be static (no PT_INTERP) for its machine and to run
+# (arm64 under qemu-aarch64-static); the images are then checked against the Dockerfile's
+# stages of the same names (scripts/check-images.py: entrypoint, cmd, user, ports, labels,
+# and that the one layer holds exactly the binary just built for that platform).
+# Reproducible: the images' creation time and file times are the commit's time, so the same
+# commit and binaries give the same digests.
+#
+#   scripts/images.sh            build everything, then check
+#   scripts/images.sh binaries   only the binaries
+#   scripts/images.sh check      only the check (of what is in target/images)
+#   scripts/images.sh refs       one line per image: LAYOUT-DIR TAG SHIPPED-REFERENCE DIGEST
+#
+# Settings (environment): SEXTON_IMAGE_REPO (default ghcr.io/sexton-dev). Needs root (or
+# rootless buildah); installs buildah, skopeo, the cross compiler and qemu-user-static when
+# missing (apt). buildah's storage: ~/.cache/sexton-images (vfs, emptied after each build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT="$ROOT/target/images"
+REPO=${SEXTON_IMAGE_REPO:-ghcr.io/sexton-dev}
+SOURCE=https://github.com/sexton-dev/sexton
+LICENSE=Apache-2.0
+VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+[ -n "$VERSION" ] || { echo "images.sh: no version in Cargo.toml's [workspace.package]" >&2; exit 1; }
+REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+CREATED=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+# platform (OCI architecture) and Rust target
+PLATFORMS=(amd64:x86_64-unknown-linux-gnu arm64:aarch64-unknown-linux-gnu)
+STORE="${XDG_CACHE_HOME:-$HOME/.cache}/sexton-images"
+
+log() { echo "images.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+need_tools() {
+  local missing=()
+  command -v buildah >/dev/null || missing+=(buildah)
+  command -v skopeo >/dev/null || missing+=(skopeo)
+  command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+  command -v qemu-aarch64-static >/dev/null || missing+=(qemu-user-static)
+  command -v readelf >/dev/null || missing+=(binutils)
+  command -v python3 >/dev/null || missing+=(python3)
+  if [ ${#missing[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || die "missing: ${missing[*]} (install them, or run as root)"
+    log "installing ${missing[*]}"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  local t
+  for p in "${PLATFORMS[@]}"; do
+    t=${p#*:}
+    rustup target list --installed 2>/dev/null | grep -qx "$t" || rustup target add "$t" >&2 \
+      || die "no Rust standard library for $t (rustup target add $t)"
+  done
+}
+
+# run ARCH BINARY ARGS...: the binary, under qemu-aarch64-static where the machine is not
+# arm64 (with or without a binfmt_misc handler).
+run() {
+  local arch=$1; shift
+  if [ "$arch" = arm64 ] && [ "$(uname -m)" != aarch64 ]; then
+    qemu-aarch64-static "$@"
+  else
+    "$@"
+  fi
+}
+
+# static_for ARCH FILE: FILE is an ELF executable for ARCH's machine with no program
+# interpreter (static; static-pie included).
+static_for() {
+  local want machine
+  case $1 in amd64) want="Advanced Micro Devices X86-64" ;; arm64) want=AArch64 ;; esac
+  machine=$(LC_ALL=C readelf -h "$2" | sed -n 's/^ *Machine: *//p')
+  [ "$machine" = "$want" ] || die "$2: built for '$machine', not $1"
+  if LC_ALL=C readelf -l "$2" | grep -q 'INTERP'; then
+    die "$2 is dynamically linked ($(LC_ALL=C readelf -l "$2" | grep -o 'interpreter: [^]]*')): the images and \`sexton install\` need a static binary"
+  fi
+}
+
+# Each binary built alone (-p): a workspace build would unify features and give the
+# in-pod binary some of the cluster side's (Cargo.toml).
+binaries() {
+  local p arch target dir rel
+  for p in "${PLATFORMS[@]}"; do
+    arch=${p%%:*} target=${p#*:} dir="$OUT/bin/linux-$arch" rel="$ROOT/target/${p#*:}/release"
+    mkdir -p "$dir"
+    log "building for linux/$arch ($target)"
+    nice -n 10 cargo build --release --locked --target "$target" -p sexton
+    cp "$rel/sexton" "$dir/sexton"
+    nice -n 10 cargo build --release --locked --target "$target" -p sexton --no-default-features
+    cp "$rel/sexton" "$dir/sexton-slim"
+    nice -n 10 cargo build --release --locked --target "$target" -p kubectl-sexton
+    cp "$rel/kubectl-sexton" "$dir/kubectl-sexton"
+    for b in sexton sexton-slim kubectl-sexton; do static_for "$arch" "$dir/$b"; done
+    # they run (arm64: emulated); quick-exit ignores whatever arguments it gets
+    run "$arch" "$dir/sexton" --version >/dev/null || die "$dir/sexton --version failed"
+    run "$arch" "$dir/sexton-slim" quick-exit --any args 2>/dev/null || die "$dir/sexton-slim quick-exit failed"
+    run "$arch" "$dir/kubectl-sexton" --version >/dev/null || die "$dir/kubectl-sexton --version failed"
+  done
+}
+
+B=(buildah --root "$STORE/storage" --runroot "$STORE/run" --storage-driver vfs)
+
+# labels TITLE DESCRIPTION: the --label arguments every image gets (the Dockerfile's
+# `labelled` stage, plus the image's own title and description).
+labels() {
+  printf -- '--label\0%s\0' \
+    "org.opencontainers.image.source=$SOURCE" \
+    "org.opencontainers.image.version=$VERSION" \
+    "org.opencontainers.image.revision=$REVISION" \
+    "org.opencontainers.image.licenses=$LICENSE" \
+    "org.opencontainers.image.vendor=sexton" \
+    "org.opencontainers.image.title=$1" \
+    "org.opencontainers.image.description=$2"
+}
+
+# image NAME TAG BINARY DEST TITLE DESCRIPTION [buildah config args...]: NAME:TAG in
+# target/images/NAME, one image per platform with BINARY (of bin/linux-ARCH) at DEST.
+image() {
+  local name=$1 tag=$2 bin=$3 dest=$4 title=$5 desc=$6; shift 6
+  local list="sexton-images/$name:$tag" p arch c lab=()
+  mapfile -d '' lab < <(labels "$title" "$desc")
+  "${B[@]}" manifest rm "$list" >/dev/null 2>&1 || true
+  for p in "${PLATFORMS[@]}"; do
+    arch=${p%%:*}
+    c=$("${B[@]}" from --arch "$arch" --os linux scratch)
+    "${B[@]}" copy --chmod 0755 "$c" "$OUT/bin/linux-$arch/$bin" "$dest" >/dev/null
+    "${B[@]}" config --arch "$arch" --os linux --created-by "scripts/images.sh" "${lab[@]}" "$@" "$c"
+    "${B[@]}" commit --quiet --format oci --identity-label=false --timestamp "$CREATED" --manifest "$list" "$c" >/dev/null
+    "${B[@]}" rm "$c" >/dev/null
+  done
+  mkdir -p "$OUT/$name"
+  "${B[@]}" manifest push --quiet --all --format oci "$list" "oci:$OUT/$name:$tag"
+  "${B[@]}" manifest rm "$list" >/dev/null
+  log "built $REPO/$name:$tag (linux/amd64, linux/arm64) in target/images/$name"
+}
+
+images() {
+  rm -rf "$STORE" "$OUT/sexton" "$OUT/sexton-quick-exit" "$OUT/kubectl-sexton"
+  mkdir -p "$STORE"
+  image sexton "$VERSION" sexton /sexton sexton \
+    "sexton, the in-pod supervisor of sidecar lifecycles" \
+    --entrypoint '["/sexton"]'
+  image sexton "$VERSION-slim" sexton-slim /sexton sexton \
+    "sexton, the in-pod supervisor (slim: tombstones only, no Kubernetes API client)" \
+    --entrypoint '["/sexton"]'
+  image sexton-quick-exit "$VERSION" sexton-slim /sexton sexton-quick-exit \
+    "sexton quick-exit: the SidecarTerminator's replacement image, exits 0 whatever its arguments" \
+    --user 65532:65532 --entrypoint '["/sexton", "quick-exit"]'
+  image kubectl-sexton "$VERSION" kubectl-sexton /kubectl-sexton kubectl-sexton \
+    "kubectl-sexton: sexton's controllers and admission webhook" \
+    --user 65532:65532 --port 8080/tcp --port 8081/tcp --port 8443/tcp --entrypoint '["/kubectl-sexton"]'
+  rm -rf "$STORE"
+}
+
+check() {
+  python3 "$ROOT/scripts/check-images.py" --dockerfile "$ROOT/Dockerfile" --images "$OUT" \
+    --version "$VERSION" --revision "$REVISION" \
+    sexton:"$VERSION"=sexton sexton:"$VERSION-slim"=sexton-slim \
+    sexton-quick-exit:"$VERSION"=sexton-quick-exit kubectl-sexton:"$VERSION"=kubectl-sexton
+}
+
+# One line per image: its layout, tag, shipped reference and digest (of the multi-platform
+# index; "-" if not built).
+refs() {
+  local r dir digest
+  for r in sexton:"$VERSION" sexton:"$VERSION-slim" sexton-quick-exit:"$VERSION" kubectl-sexton:"$VERSION"; do
+    dir="$OUT/${r%%:*}" digest=-
+    if [ -f "$dir/index.json" ]; then
+      digest=$(python3 -c 'import json, sys
+print(next((m["digest"] for m in json.load(open(sys.argv[1]))["manifests"]
+            if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == sys.argv[2]), "-"))' "$dir/index.json" "${r#*:}")
+    fi
+    echo "$dir ${r#*:} $REPO/$r $digest"
+  done
+}
+
+case "${1:-build}" in
+  build) need_tools; binaries; images; check ;;
+  binaries) need_tools; binaries ;;
+  check) check ;;
+  refs) refs ;;
+  *) echo "usage: $0 [build|binaries|check|refs]" >&2; exit 2 ;;
+esac
