@@ -172,7 +172,7 @@ fn check_template(path: &str, object: &str, template: &Value) -> Vec<Finding> {
 
     for c in &containers {
         let script = script(c);
-        if let Some(call) = QUIT_CALLS.iter().find(|q| script.contains(*q)) {
+        if let Some(call) = quit_call(&script) {
             // the proxy to end: in the manifest, or injected at admission by the mesh
             let proxies: Vec<String> = containers
                 .iter()
@@ -258,6 +258,19 @@ fn script(c: &Value) -> String {
         .filter_map(Value::as_str)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The quit endpoint a container's script calls, if it calls one (a client making the
+/// call: not a proxy's own `--quitquitquit` flag, which only turns the endpoint on).
+fn quit_call(script: &str) -> Option<&'static str> {
+    let calls = ["curl ", "wget ", "http://", "linkerd-await"]
+        .iter()
+        .any(|c| script.contains(c));
+    QUIT_CALLS
+        .iter()
+        .find(|q| script.contains(*q))
+        .copied()
+        .filter(|_| calls)
 }
 
 fn is_kubexit(c: &Value) -> bool {
