@@ -72,8 +72,11 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
 // ---------------------------------------------------------------------------------------
 // Manifests
 
-/// (fixture, [(object, status, fix)]) for every finding that is not ok.
-const TABLE: &[(&str, &[(&str, &str, &str)])] = &[
+/// (object, status, fix) of a finding.
+type Expected = &'static [(&'static str, &'static str, &'static str)];
+
+/// (fixture, every finding that is not ok).
+const TABLE: &[(&str, Expected)] = &[
     ("clean.yaml", &[]),
     (
         "undeclared.yaml",

@@ -54,7 +54,7 @@ pub enum AccessError {
     Failed {
         access: Access,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
 }
 
@@ -65,7 +65,10 @@ pub fn answer<T>(access: Access, r: Result<T, kube::Error>) -> Result<T, AccessE
             access,
             message: s.message,
         },
-        source => AccessError::Failed { access, source },
+        source => AccessError::Failed {
+            access,
+            source: Box::new(source),
+        },
     })
 }
 

@@ -89,7 +89,7 @@ pub async fn check(ctx: &Ctx) -> Check {
         format!("a native sidecar survives admission (server-side dry run) in {scope}")
     } else {
         format!(
-            "a native sidecar survives admission in {survived} of {}",
+            "a native sidecar survives admission in {survived} of {} namespace(s)",
             survived + findings.len()
         )
     };

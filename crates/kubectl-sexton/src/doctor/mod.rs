@@ -34,8 +34,10 @@ use report::{EXIT_CANNOT_RUN, Report};
     long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
 )]
 pub struct DoctorFlags {
+    /// Kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current one)
     #[arg(long)]
     context: Option<String>,
     /// The namespace to check (default: the kubeconfig context's)

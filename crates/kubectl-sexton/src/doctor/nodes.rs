@@ -160,7 +160,7 @@ fn targeting(object: &str, template: &PodTemplateSpec, vk: &[VkNode]) -> Option<
                 selector.iter().all(|(k, v)| {
                     n.labels
                         .get(k)
-                        .is_some_and(|l| Value::from(l.as_str()) == *v)
+                        .is_some_and(|l| v.as_str() == Some(l.as_str()))
                 })
             })?;
             Some(format!("a nodeSelector node {} matches", node.name))
@@ -188,7 +188,7 @@ fn targeting(object: &str, template: &PodTemplateSpec, vk: &[VkNode]) -> Option<
         Finding::new(
             Status::Warning,
             object,
-            format!("targets virtual-kubelet nodes ({how}) with {containers} containers: no native sidecars, no DaemonSet-based controller help there; only the in-pod supervisor ends sidecars"),
+            format!("targets virtual-kubelet nodes ({how}) with {containers} containers: native sidecars do not run there, so only the in-pod supervisor (wrap) can end its sidecars"),
         )
         .fix(fix)
     } else {

@@ -32,7 +32,7 @@ pub async fn check(ctx: &Ctx) -> Check {
     let after = sexton_core::duration::format_go_duration(ctx.stuck_after);
     let summary = match findings.len() {
         0 => format!(
-            "no pod of {} Running has had its main containers done for more than {after}",
+            "none of the {} Running pod(s) has had its main containers done for more than {after}",
             pods.len()
         ),
         n => format!(
