@@ -11,7 +11,6 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Node, PodTemplateSpec};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use serde_json::Value;
 
 use super::Ctx;
 use super::access::{Access, AccessError, answer};
@@ -203,7 +202,7 @@ fn targeting(object: &str, template: &PodTemplateSpec, vk: &[VkNode]) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn node(name: &str, labels: Value, taints: Value) -> Node {
         serde_json::from_value(
