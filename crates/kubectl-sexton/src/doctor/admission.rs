@@ -45,16 +45,15 @@ pub async fn check(ctx: &Ctx) -> Check {
         Ok(n) => n,
         Err(e) => return Check::failed(NAME, "namespaces", e.to_string()),
     };
+    // in namespace order, whatever order the probes answer in
     let outcomes: Vec<(String, Outcome)> = stream::iter(names)
         .map(|ns| async move {
             let o = probe(ctx, &ns).await;
             (ns, o)
         })
-        .buffer_unordered(CONCURRENCY)
+        .buffered(CONCURRENCY)
         .collect()
         .await;
-    let mut outcomes = outcomes;
-    outcomes.sort_by(|a, b| a.0.cmp(&b.0));
     let survived = outcomes
         .iter()
         .filter(|(_, o)| matches!(o, Outcome::Survived))
