@@ -345,6 +345,17 @@ impl Ns {
 
 impl Drop for Ns {
     fn drop(&mut self) {
+        // pods bound to a node that does not exist have no kubelet to confirm their
+        // deletion: without --force they, and so the namespace, would stay Terminating
+        let _ = kubectl(&[
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            &self.0,
+            "--grace-period=0",
+            "--force",
+        ]);
         let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"]);
     }
 }
