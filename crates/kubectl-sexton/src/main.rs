@@ -2,6 +2,7 @@
 //! (`kubectl sexton ...` finds it on the PATH).
 
 mod controller;
+mod doctor;
 mod http;
 mod inject;
 mod kube_client;
@@ -33,6 +34,7 @@ enum Command {
     Inject(Box<inject::InjectFlags>),
     Uninject(inject::UninjectFlags),
     Webhook(Box<webhook::WebhookFlags>),
+    Doctor(Box<doctor::DoctorFlags>),
     /// EphemeralJobs: `kubectl sexton ejob results NAME`
     #[command(subcommand)]
     Ejob(results::EjobCommand),
@@ -47,6 +49,7 @@ fn main() {
         Command::Inject(flags) => inject::inject(*flags),
         Command::Uninject(flags) => inject::uninject(flags),
         Command::Webhook(flags) => webhook::main(*flags),
+        Command::Doctor(flags) => doctor::main(*flags),
         Command::Ejob(cmd) => results::main(cmd),
         Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
     };

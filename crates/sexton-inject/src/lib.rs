@@ -30,6 +30,7 @@ mod terminator;
 mod wrap;
 
 pub use admission::{ANNOTATION_NATIVE, Admission, Scope, admit};
+pub use choose::virtual_kubelet;
 pub use entrypoint::{ImageCommand, Resolve, Unresolved};
 pub use markers::{ENV_KRUISE_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE, kruise_marked};
 pub use options::{Mechanism, Options, Position, Strategy, StrategyError};

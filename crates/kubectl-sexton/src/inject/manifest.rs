@@ -49,6 +49,19 @@ pub fn read_all(sources: &[String]) -> Result<(Vec<Value>, Format), ReadError> {
     Ok((docs, format))
 }
 
+/// The documents of every source, file by file (`-` for stdin), for reports that name
+/// the file each document came from (`kubectl sexton doctor -f`).
+pub fn read_each(sources: &[String]) -> Result<Vec<(String, Vec<Value>)>, ReadError> {
+    let mut files = vec![];
+    for source in sources {
+        for (path, text) in texts(source)? {
+            let (docs, _) = parse(&path, &text)?;
+            files.push((path, docs));
+        }
+    }
+    Ok(files)
+}
+
 /// The texts a source names: stdin, a file, or a directory's manifest files.
 fn texts(source: &str) -> Result<Vec<(String, String)>, ReadError> {
     let io = |path: &str, source| ReadError::Io {

@@ -6,7 +6,7 @@
 //! Exit codes: 0 done; 1 a resource was refused (it is written out unchanged, nothing is
 //! lost); 2 bad flags or unreadable input (nothing is written).
 
-mod manifest;
+pub(crate) mod manifest;
 pub(crate) mod registry;
 
 use std::collections::BTreeMap;

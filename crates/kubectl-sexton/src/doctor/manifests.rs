@@ -1,0 +1,345 @@
+//! Manifest checks (`-f`), pure: in the pod templates of Jobs and CronJobs (and Lists of
+//! them), the patterns that leave Jobs running or that sexton replaces, each with the
+//! `kubectl sexton inject` command that fixes its file:
+//! - sidecars in `spec.containers` with nothing to end them;
+//! - kubexit wrappers (sexton is a drop-in; or make the sidecars native);
+//! - OpenKruise markers, which need a controller to act on them;
+//! - mesh quit-endpoint calls (`curl -X POST localhost:15020/quitquitquit`, ...);
+//! - sleep-until-file loops (a sidecar polling for a file its main writes at the end).
+//!
+//! Templates already injected (annotation `sexton.dev/injected`) or opted out
+//! (`sexton.dev/inject: disabled`) are left alone.
+
+use serde_json::Value;
+use sexton_inject::{
+    ANNOTATION_INJECT, ANNOTATION_INJECTED, ANNOTATION_SIDECARS, ENV_KRUISE_SIDECAR, Source,
+    declared_roles,
+};
+
+use super::report::{Check, Finding, Status};
+
+pub const NAME: &str = "manifests";
+
+/// Images and container names that are sidecars wherever they appear.
+const KNOWN_SIDECARS: &[&str] = &[
+    "istio-proxy",
+    "proxyv2",
+    "envoy",
+    "linkerd-proxy",
+    "cloud-sql-proxy",
+    "cloudsql-proxy",
+    "alloydb-auth-proxy",
+    "fluent-bit",
+    "fluentd",
+    "vector",
+    "otel-collector",
+    "opentelemetry-collector",
+    "datadog-agent",
+    "vault-agent",
+    "consul-dataplane",
+    "oauth2-proxy",
+    "promtail",
+    "filebeat",
+];
+
+/// Calls that tell a mesh or proxy sidecar to quit (Istio's pilot-agent and Envoy's admin
+/// port, Linkerd's admin port and linkerd-await, Cloud SQL Auth Proxy's `--quitquitquit`).
+const QUIT_CALLS: &[&str] = &[
+    "quitquitquit",
+    ":15020/",
+    ":15000/quit",
+    ":4191/shutdown",
+    "linkerd-await",
+];
+
+pub fn check(files: &[(String, Vec<Value>)]) -> Check {
+    let mut findings = vec![];
+    let mut templates = 0;
+    for (path, docs) in files {
+        for (i, doc) in docs.iter().enumerate() {
+            for (object, template) in templates_of(path, i, doc) {
+                templates += 1;
+                findings.extend(check_template(path, &object, template));
+            }
+        }
+    }
+    let summary = format!(
+        "{} file(s), {templates} Job/CronJob pod template(s), {} finding(s)",
+        files.len(),
+        findings.len()
+    );
+    Check::new(NAME, summary, findings)
+}
+
+/// `(FILE: Kind/NAME, pod template)` of a document: a Job's, a CronJob's, each of a List's.
+fn templates_of<'a>(path: &str, index: usize, doc: &'a Value) -> Vec<(String, &'a Value)> {
+    let kind = doc["kind"].as_str().unwrap_or("");
+    let name = doc["metadata"]["name"]
+        .as_str()
+        .map_or(format!("#{}", index + 1), str::to_string);
+    let object = format!("{path}: {kind}/{name}");
+    match kind {
+        "Job" => vec![(object, &doc["spec"]["template"])],
+        "CronJob" => vec![(object, &doc["spec"]["jobTemplate"]["spec"]["template"])],
+        "List" => doc["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .flat_map(|(j, item)| templates_of(path, j, item))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// The native sidecars of a pod spec (init containers with `restartPolicy: Always`).
+pub fn native_sidecars(spec: &Value) -> Vec<String> {
+    spec["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["restartPolicy"] == "Always")
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// How sexton injected a template (`native`, `wrap`, ...), if it did.
+pub fn injected_mechanism(template: &Value) -> Option<String> {
+    let record = template["metadata"]["annotations"][ANNOTATION_INJECTED].as_str()?;
+    let record: Value = serde_json::from_str(record).ok()?;
+    record["mechanism"].as_str().map(str::to_string)
+}
+
+/// The command that fixes a file: `kubectl sexton inject [--sidecar NAME]... -f FILE`.
+fn inject(path: &str, sidecars: &[String]) -> String {
+    let mut cmd = String::from("kubectl sexton inject");
+    for s in sidecars {
+        cmd.push_str(&format!(" --sidecar {s}"));
+    }
+    let quoted = if path.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+        format!("'{}'", path.replace('\'', r"'\''"))
+    } else {
+        path.to_string()
+    };
+    format!("{cmd} -f {quoted}")
+}
+
+fn check_template(path: &str, object: &str, template: &Value) -> Vec<Finding> {
+    let annotations = &template["metadata"]["annotations"];
+    if !annotations[ANNOTATION_INJECTED].is_null() || annotations[ANNOTATION_INJECT] == "disabled" {
+        return vec![];
+    }
+    let containers: Vec<&Value> = template["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
+    let name = |c: &Value| c["name"].as_str().unwrap_or("").to_string();
+    let mut findings = vec![];
+    let roles = declared_roles(&mut template.clone());
+
+    let kubexit: Vec<String> = containers
+        .iter()
+        .filter(|c| is_kubexit(c))
+        .map(|c| name(c))
+        .collect();
+    if !kubexit.is_empty() {
+        findings.push(
+            Finding::new(
+                Status::Warning,
+                object,
+                format!("kubexit wrappers on {kubexit:?}: sexton is a drop-in (the same KUBEXIT_* variables and tombstones: put sexton's binary where kubexit's is), or make the sidecars native and drop the wrapper"),
+            )
+            .fix(inject(path, &[])),
+        );
+    }
+
+    let marked: Vec<String> = containers
+        .iter()
+        .filter(|c| sexton_inject::kruise_marked(env_pairs(c)))
+        .map(|c| name(c))
+        .collect();
+    if !marked.is_empty() {
+        findings.push(
+            Finding::new(
+                Status::Warning,
+                object,
+                format!("OpenKruise markers ({ENV_KRUISE_SIDECAR}) on {marked:?}: only a controller ends these sidecars (OpenKruise's SidecarTerminator, or sexton's: kubectl sexton controller); without one the Job never ends. Native sidecars need none"),
+            )
+            .fix(inject(path, &[])),
+        );
+    }
+
+    for c in &containers {
+        let script = script(c);
+        if let Some(call) = quit_call(&script) {
+            // the proxy to end: in the manifest, or injected at admission by the mesh
+            let proxies: Vec<String> = containers
+                .iter()
+                .filter(|o| name(o) != name(c) && sidecar_like(o).is_some())
+                .map(|o| name(o))
+                .collect();
+            let fix = if proxies.is_empty() {
+                format!(
+                    "drop the quit call; the proxy is injected at admission, so name it for sexton's webhook: annotate the pod template {ANNOTATION_SIDECARS}=istio-proxy (the mesh's container name) and `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: {}",
+                    inject(path, &["PROXY".into()])
+                )
+            } else {
+                format!("drop the quit call, then: {}", inject(path, &proxies))
+            };
+            findings.push(
+                Finding::new(
+                    Status::Warning,
+                    object,
+                    format!("container {:?} ends the proxy itself ({call:?} in its command): if it fails, is killed or is retried before the call, the proxy keeps the pod running", name(c)),
+                )
+                .fix(fix),
+            );
+        }
+        if sleep_until_file(&script) {
+            findings.push(
+                Finding::new(
+                    Status::Warning,
+                    object,
+                    format!("container {:?} loops on sleep until a file appears (a main writes it when done): if the main dies before writing it, the pod never ends", name(c)),
+                )
+                .fix(format!("drop the loop, then: {}", inject(path, &[name(c)]))),
+            );
+        }
+    }
+
+    // sidecars nothing ends: not declared, not covered by a legacy mechanism above
+    if roles.is_none() && findings.is_empty() && containers.len() > 1 {
+        let sidecars: Vec<(String, &'static str)> = containers
+            .iter()
+            .filter_map(|c| sidecar_like(c).map(|why| (name(c), why)))
+            .collect();
+        if !sidecars.is_empty() && sidecars.len() < containers.len() {
+            let names: Vec<String> = sidecars.iter().map(|(n, _)| n.clone()).collect();
+            let why: Vec<String> = sidecars
+                .iter()
+                .map(|(n, why)| format!("{n:?} ({why})"))
+                .collect();
+            findings.push(
+                Finding::new(
+                    Status::Warning,
+                    object,
+                    format!("sidecars in spec.containers with nothing to end them: {}; the pods run on after the main containers finish", why.join(", ")),
+                )
+                .fix(inject(path, &names)),
+            );
+        }
+    }
+    if let Some(r) = roles.filter(|r| r.source == Source::Annotation)
+        && findings.is_empty()
+    {
+        findings.push(Finding::new(
+            Status::Ok,
+            object,
+            format!("sidecars {:?} declared ({ANNOTATION_SIDECARS}): ended by sexton's webhook in namespaces labelled sexton.dev/inject=enabled, or inject the file", r.sidecars),
+        ));
+    }
+    findings
+}
+
+fn env_pairs(c: &Value) -> impl Iterator<Item = (&str, Option<&str>)> {
+    c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str())))
+}
+
+/// The container's command and args, as one string.
+fn script(c: &Value) -> String {
+    ["command", "args"]
+        .iter()
+        .flat_map(|k| c[k].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The quit endpoint a container's script calls, if it calls one (a client making the
+/// call: not a proxy's own `--quitquitquit` flag, which only turns the endpoint on).
+fn quit_call(script: &str) -> Option<&'static str> {
+    let calls = ["curl ", "wget ", "http://", "linkerd-await"]
+        .iter()
+        .any(|c| script.contains(c));
+    QUIT_CALLS
+        .iter()
+        .find(|q| script.contains(*q))
+        .copied()
+        .filter(|_| calls)
+}
+
+fn is_kubexit(c: &Value) -> bool {
+    let by_env = env_pairs(c).any(|(k, _)| k == "KUBEXIT_NAME" || k == "KUBEXIT_DEATH_DEPS");
+    by_env || script(c).contains("kubexit")
+}
+
+/// `while [ ! -f F ]; do sleep N; done`, `until [ -e F ]; do sleep N; done`, `until test -f`.
+fn sleep_until_file(script: &str) -> bool {
+    let loops = script.contains("while ") || script.contains("until ");
+    let tests_file = ["-f ", "-e ", "-s "].iter().any(|t| script.contains(t));
+    loops && tests_file && script.contains("sleep")
+}
+
+/// Why a container looks like a sidecar (a known sidecar image or name, or a server that
+/// declares ports or probes), if it does.
+fn sidecar_like(c: &Value) -> Option<&'static str> {
+    let name = c["name"].as_str().unwrap_or("");
+    let image = c["image"].as_str().unwrap_or("");
+    // the image's repository name, without registry, path and tag
+    let repo = image
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .split([':', '@'])
+        .next()
+        .unwrap_or("");
+    if KNOWN_SIDECARS.iter().any(|k| repo == *k || name == *k) {
+        return Some("a known sidecar");
+    }
+    if c["ports"].as_array().is_some_and(|p| !p.is_empty()) {
+        return Some("serves ports");
+    }
+    if !c["readinessProbe"].is_null() || !c["livenessProbe"].is_null() {
+        return Some("has probes, as servers do");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inject_commands_quote_odd_paths() {
+        assert_eq!(inject("a.yaml", &[]), "kubectl sexton inject -f a.yaml");
+        assert_eq!(
+            inject("my jobs/x.yaml", &["a".into(), "b".into()]),
+            "kubectl sexton inject --sidecar a --sidecar b -f 'my jobs/x.yaml'"
+        );
+        assert_eq!(inject("-", &[]), "kubectl sexton inject -f -");
+    }
+
+    #[test]
+    fn sidecar_likeness() {
+        let c = |v: Value| sidecar_like(&v);
+        assert_eq!(
+            c(
+                serde_json::json!({"name": "x", "image": "gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.8"})
+            ),
+            Some("a known sidecar")
+        );
+        assert_eq!(
+            c(serde_json::json!({"name": "x", "image": "nginx", "ports": [{"containerPort": 80}]})),
+            Some("serves ports")
+        );
+        assert_eq!(
+            c(serde_json::json!({"name": "main", "image": "app:1"})),
+            None
+        );
+    }
+}

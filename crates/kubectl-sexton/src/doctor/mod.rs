@@ -1,0 +1,194 @@
+//! `kubectl sexton doctor`: what keeps Jobs with sidecars from ending, found in the cluster
+//! (or in manifests with `-f`), each finding with the command that fixes it. Read-only:
+//! the one write is a server-side dry run, which the API server does not persist.
+//!
+//! This is the glue: flags, the client, which checks run, output and exit code. Each
+//! family of checks is a file (`cluster.rs`, `components.rs`, `admission.rs`, `nodes.rs`,
+//! `stuck_pods.rs`, `manifests.rs`); `report.rs` is the pure report.
+
+mod access;
+mod admission;
+mod cluster;
+mod components;
+mod manifests;
+mod nodes;
+mod report;
+mod stuck_pods;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::{kube_client, logging};
+use access::{Access, AccessError, answer};
+use report::{EXIT_CANNOT_RUN, Report};
+
+#[derive(Args, Debug)]
+#[command(
+    about = "Find stuck Jobs, stripped native sidecars and legacy sidecar patterns, and the command that fixes each",
+    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
+)]
+pub struct DoctorFlags {
+    /// Kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current one)
+    #[arg(long)]
+    context: Option<String>,
+    /// The namespace to check (default: the kubeconfig context's)
+    #[arg(short, long, conflicts_with = "all_namespaces")]
+    namespace: Option<String>,
+    /// Check every namespace
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
+    /// Check these manifests instead of the cluster: file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable
+    #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-")]
+    filename: Vec<String>,
+    #[arg(short, long, value_enum, default_value = "text")]
+    output: Output,
+    /// A pod whose main containers all ended longer ago than this while it still runs is stuck (Go duration syntax)
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    stuck_after: Duration,
+    /// Warn when a certificate of sexton's webhook expires within this many days
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    cert_days: u32,
+    /// The namespace sexton's controller and webhook are installed in
+    #[arg(long, value_name = "NAMESPACE", default_value = "sexton-system")]
+    sexton_namespace: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+fn duration(s: &str) -> Result<Duration, sexton_core::duration::DurationError> {
+    sexton_core::duration::parse_go_duration(s)
+}
+
+/// Which namespaces the namespaced checks look at.
+#[derive(Debug, Clone)]
+pub enum Namespaces {
+    One(String),
+    All,
+}
+
+impl Namespaces {
+    /// For `Api::namespaced` / `Api::all` and for messages: `None` is every namespace.
+    pub fn one(&self) -> Option<&str> {
+        match self {
+            Namespaces::One(ns) => Some(ns),
+            Namespaces::All => None,
+        }
+    }
+
+    /// The names (listing them for `-A`).
+    pub async fn names(&self, client: &Client) -> Result<Vec<String>, AccessError> {
+        match self {
+            Namespaces::One(ns) => Ok(vec![ns.clone()]),
+            Namespaces::All => {
+                let list = Api::<Namespace>::all(client.clone())
+                    .list_metadata(&ListParams::default())
+                    .await;
+                let list = answer(Access::new("list", "namespaces"), list)?;
+                Ok(list.items.iter().map(|n| n.name_any()).collect())
+            }
+        }
+    }
+}
+
+/// What every cluster check needs.
+pub struct Ctx {
+    pub client: Client,
+    pub namespaces: Namespaces,
+    pub stuck_after: Duration,
+    pub cert_days: u32,
+    pub sexton_namespace: String,
+}
+
+/// Why the doctor could not run at all (exit 2).
+#[derive(Debug, thiserror::Error)]
+enum CannotRun {
+    #[error(transparent)]
+    Client(#[from] kube_client::ClientError),
+    #[error("cannot reach the Kubernetes API server: {0}")]
+    Unreachable(#[source] kube::Error),
+    #[error(transparent)]
+    Manifests(#[from] crate::inject::manifest::ReadError),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+pub fn main(flags: DoctorFlags) -> i32 {
+    match report(&flags) {
+        Ok(report) => {
+            let text = match flags.output {
+                Output::Json => report.json(),
+                Output::Text => report.text(colour()),
+            };
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            report.exit_code()
+        }
+        Err(e) => {
+            logging::stderr_line(&format!("kubectl-sexton doctor: {e}"));
+            EXIT_CANNOT_RUN
+        }
+    }
+}
+
+/// Colour only on a terminal, and not if NO_COLOR is set (https://no-color.org).
+fn colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
+    if !flags.filename.is_empty() {
+        let files = crate::inject::manifest::read_each(&flags.filename)?;
+        return Ok(Report::new(vec![manifests::check(&files)]));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CannotRun::Runtime)?;
+    rt.block_on(cluster_report(flags))
+}
+
+/// Every cluster check, once the API server has answered at all.
+async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
+    let client = kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref()).await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .map_err(CannotRun::Unreachable)?;
+    let namespaces = match (&flags.namespace, flags.all_namespaces) {
+        (_, true) => Namespaces::All,
+        (Some(ns), false) => Namespaces::One(ns.clone()),
+        (None, false) => Namespaces::One(client.default_namespace().to_string()),
+    };
+    let ctx = Ctx {
+        client,
+        namespaces,
+        stuck_after: flags.stuck_after,
+        cert_days: flags.cert_days,
+        sexton_namespace: flags.sexton_namespace.clone(),
+    };
+    let (components, admission, nodes, stuck) = tokio::join!(
+        components::check(&ctx),
+        admission::check(&ctx),
+        nodes::check(&ctx),
+        stuck_pods::check(&ctx),
+    );
+    Ok(Report::new(vec![
+        cluster::check(&version),
+        components,
+        admission,
+        nodes,
+        stuck,
+    ]))
+}

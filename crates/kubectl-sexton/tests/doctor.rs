@@ -1,0 +1,711 @@
+//! `kubectl-sexton doctor`, the real release binary: manifest checks table-tested on the
+//! fixtures in tests/doctor/ (and each fix run to see that it fixes), and the cluster
+//! checks against the real test API server, where the test plays the kubelet (pods bound to
+//! a node that does not exist, their status written through the status subresource), runs
+//! an old-style webhook that strips `restartPolicy` (testenv/old-webhook, as the webhook
+//! tests do), adds a virtual-kubelet Node, and takes rights away with a ServiceAccount.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use testbed::*;
+
+const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/doctor");
+const FAKE_NODE: &str = "sexton-test-no-such-node";
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `kubectl-sexton doctor ARGS`, with `stdin` if given.
+fn doctor(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(KUBECTL_SEXTON)
+        .arg("doctor")
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+/// The doctor against the test cluster for namespace `ns` (admin unless `kubeconfig`), as JSON.
+fn doctor_json(ns: &str, kubeconfig: Option<&std::path::Path>, extra: &[&str]) -> (i32, Value) {
+    let admin = testenv().kubeconfig.clone();
+    let kc = kubeconfig.unwrap_or(&admin).to_str().unwrap().to_string();
+    let mut args = vec!["--kubeconfig", &kc, "-n", ns, "-o", "json"];
+    args.extend(extra);
+    let out = doctor(&args, None);
+    let code = out.status.code().unwrap_or(-1);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}), exit {code}:\n{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (code, report)
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report:#}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Manifests
+
+/// (object, status, fix) of a finding.
+type Expected = &'static [(&'static str, &'static str, &'static str)];
+
+/// (fixture, every finding that is not ok).
+const TABLE: &[(&str, Expected)] = &[
+    ("clean.yaml", &[]),
+    (
+        "undeclared.yaml",
+        &[
+            (
+                "Job/migrate",
+                "warning",
+                "kubectl sexton inject --sidecar db-proxy -f FILE",
+            ),
+            (
+                "CronJob/report",
+                "warning",
+                "kubectl sexton inject --sidecar metrics -f FILE",
+            ),
+        ],
+    ),
+    (
+        "kubexit.yaml",
+        &[("Job/kubexit", "warning", "kubectl sexton inject -f FILE")],
+    ),
+    (
+        "kruise.yaml",
+        &[("Job/marked", "warning", "kubectl sexton inject -f FILE")],
+    ),
+    (
+        "quit-endpoints.yaml",
+        &[
+            (
+                "Job/istio-quit",
+                "warning",
+                "drop the quit call; the proxy is injected at admission, so name it for sexton's webhook: annotate the pod template sexton.dev/sidecars=istio-proxy (the mesh's container name) and `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: kubectl sexton inject --sidecar PROXY -f FILE",
+            ),
+            (
+                "Job/cloudsql-quit",
+                "warning",
+                "drop the quit call, then: kubectl sexton inject --sidecar cloud-sql-proxy -f FILE",
+            ),
+        ],
+    ),
+    (
+        "sleep-loop.yaml",
+        &[(
+            "Job/sleep-loop",
+            "warning",
+            "drop the loop, then: kubectl sexton inject --sidecar proxy -f FILE",
+        )],
+    ),
+    (
+        "list.json",
+        &[(
+            "Job/in-a-list",
+            "warning",
+            "kubectl sexton inject --sidecar envoy -f FILE",
+        )],
+    ),
+];
+
+fn not_ok(report: &Value) -> Vec<(String, String, String)> {
+    check(report, "manifests")["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] != "ok")
+        .map(|f| {
+            (
+                f["object"].as_str().unwrap().to_string(),
+                f["status"].as_str().unwrap().to_string(),
+                f["fix"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn manifest_checks_find_each_pattern_with_its_fix() {
+    for (file, want) in TABLE {
+        let path = format!("{FIXTURES}/{file}");
+        let out = doctor(&["-f", &path, "-o", "json"], None);
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let want: Vec<(String, String, String)> = want
+            .iter()
+            .map(|(o, s, f)| {
+                (
+                    format!("{path}: {o}"),
+                    s.to_string(),
+                    f.replace("FILE", &path),
+                )
+            })
+            .collect();
+        assert_eq!(not_ok(&report), want, "{file}");
+        assert_eq!(
+            out.status.code(),
+            Some(if want.is_empty() { 0 } else { 1 }),
+            "{file}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(report["schemaVersion"], 1);
+    }
+}
+
+/// Each fix's `kubectl sexton inject` command, run as given, leaves nothing to find in
+/// the template it was about.
+#[test]
+fn each_fix_fixes_its_file() {
+    let mut ran = 0;
+    for (file, want) in TABLE {
+        for (object, _, fix) in *want {
+            let Some(cmd) = fix.find("kubectl sexton inject").map(|i| &fix[i..]) else {
+                continue;
+            };
+            if cmd.contains("PROXY") {
+                continue; // the proxy is not in this manifest: the fix is the webhook's
+            }
+            let path = format!("{FIXTURES}/{file}");
+            let args: Vec<String> = cmd
+                .replace("FILE", &path)
+                .split_whitespace()
+                .skip(2) // "kubectl sexton"
+                .map(str::to_string)
+                .collect();
+            let injected = Command::new(KUBECTL_SEXTON).args(&args).output().unwrap();
+            assert!(
+                injected.status.success(),
+                "{args:?}: {}",
+                text(&injected.stderr)
+            );
+            let after = doctor(&["-f", "-", "-o", "json"], Some(&text(&injected.stdout)));
+            let after: Value = serde_json::from_slice(&after.stdout).unwrap();
+            let left = not_ok(&after);
+            assert!(
+                !left.iter().any(|(o, _, _)| *o == format!("-: {object}")),
+                "{args:?} left {object}: {left:?}"
+            );
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 7);
+}
+
+#[test]
+fn manifests_from_a_directory_and_stdin_and_bad_input() {
+    // a directory: every fixture, in name order
+    let out = doctor(&["-f", FIXTURES, "-o", "json"], None);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected: usize = TABLE.iter().map(|(_, w)| w.len()).sum();
+    assert_eq!(not_ok(&report).len(), expected);
+    assert_eq!(out.status.code(), Some(1));
+    // stdin, as text: grouped under the check, each fix on its own line, no colour off a terminal
+    let yaml = std::fs::read_to_string(format!("{FIXTURES}/sleep-loop.yaml")).unwrap();
+    let out = doctor(&["-f", "-"], Some(&yaml));
+    let report = text(&out.stdout);
+    assert!(
+        report.starts_with("[warning] manifests: 1 file(s), 1 Job/CronJob pod template(s)"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "\n    [warning] -: Job/sleep-loop: container \"proxy\" loops on sleep until a file appears"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "\n        fix: drop the loop, then: kubectl sexton inject --sidecar proxy -f -\n"
+        ),
+        "{report}"
+    );
+    assert!(!report.contains('\x1b'));
+    // unreadable input: exit 2, one line naming it
+    for (args, needle) in [
+        (vec!["-f", "/no/such/file.yaml"], "-f /no/such/file.yaml"),
+        (vec!["-f", "-"], "-f -: not YAML or JSON"),
+        (vec!["--stuck-after", "soon"], "--stuck-after"),
+    ] {
+        let out = doctor(&args, Some("{not: [yaml"));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+/// Colour on a terminal (a pseudo-terminal from `script`), and not with NO_COLOR.
+#[test]
+fn colour_only_on_a_terminal_without_no_color() {
+    let path = format!("{FIXTURES}/kruise.yaml");
+    let run = |no_color: bool| {
+        let mut c = Command::new("script");
+        c.args([
+            "-qec",
+            &format!("{KUBECTL_SEXTON} doctor -f {path}"),
+            "/dev/null",
+        ]);
+        if no_color {
+            c.env("NO_COLOR", "1");
+        } else {
+            c.env_remove("NO_COLOR");
+        }
+        text(&c.output().unwrap().stdout)
+    };
+    assert!(
+        run(false).contains("\x1b[33m[warning]\x1b[0m"),
+        "{}",
+        run(false)
+    );
+    assert!(!run(true).contains('\x1b'), "{}", run(true));
+}
+
+// ---------------------------------------------------------------------------------------
+// The doctor cannot run
+
+#[test]
+fn without_a_usable_cluster_it_exits_2_naming_why() {
+    let s = Scratch::new("doctor-unreachable");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // free, and nobody listens once the listener is dropped
+    let kc = s.path("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\"}}\nusers:\n- name: u\n  user: {{token: x}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n"),
+    )
+    .unwrap();
+    for (args, needle) in [
+        (
+            vec!["--kubeconfig", kc.to_str().unwrap()],
+            "cannot reach the Kubernetes API server",
+        ),
+        (
+            vec!["--kubeconfig", "/no/such/kubeconfig"],
+            "invalid --kubeconfig=/no/such/kubeconfig",
+        ),
+        (
+            vec!["--kubeconfig", kc.to_str().unwrap(), "--context", "nope"],
+            "invalid --context=\"nope\"",
+        ),
+    ] {
+        let out = doctor(&args, None);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("kubectl-sexton doctor: "), "{err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The cluster
+
+/// A namespace of the test's own, deleted when the test ends.
+struct Ns(String);
+
+impl Ns {
+    async fn new(client: &Client, test: &str, labels: &[&str]) -> Ns {
+        let ns = fresh_namespace(client, test).await;
+        if !labels.is_empty() {
+            let mut args = vec!["label", "namespace", ns.as_str()];
+            args.extend(labels);
+            assert!(kubectl(&args).status.success());
+        }
+        Ns(ns)
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        // pods bound to a node that does not exist have no kubelet to confirm their
+        // deletion: without --force they, and so the namespace, would stay Terminating
+        let _ = kubectl(&[
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            &self.0,
+            "--grace-period=0",
+            "--force",
+        ]);
+        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"]);
+    }
+}
+
+/// A cluster-scoped object the test created, deleted when it ends.
+struct Cleanup(Vec<String>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let mut args = vec!["delete", "--ignore-not-found", "--wait=false"];
+        args.extend(self.0.iter().map(String::as_str));
+        let _ = kubectl(&args);
+    }
+}
+
+fn apply(s: &Scratch, manifest: &Value) {
+    let f = s.path("apply.json");
+    std::fs::write(&f, manifest.to_string()).unwrap();
+    let out = kubectl(&["apply", "-f", f.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_clean_namespace_is_ok() {
+    let client = admin_client().await;
+    let ns = Ns::new(&client, "doctor-clean", &[]).await;
+    let (code, report) = doctor_json(&ns.0, None, &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["status"], "ok");
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "api-server",
+            "components",
+            "admission",
+            "virtual-kubelet",
+            "stuck-pods"
+        ]
+    );
+    assert!(
+        check(&report, "api-server")["summary"]
+            .as_str()
+            .unwrap()
+            .contains("v1.34"),
+        "{report:#}"
+    );
+    assert_eq!(
+        check(&report, "admission")["summary"],
+        format!(
+            "a native sidecar survives admission (server-side dry run) in namespace {}",
+            ns.0
+        )
+    );
+    // read-only: the probe was a dry run
+    let pods = kubectl(&["get", "pods", "-n", &ns.0, "-o", "name"]);
+    assert_eq!(text(&pods.stdout), "");
+}
+
+/// The old-style webhook (testenv/old-webhook), serving TLS on loopback and registered by
+/// URL for namespaces labelled `key=true`, as the webhook tests run it.
+struct OldWebhook {
+    _process: Process,
+    _config: Cleanup,
+    _scratch: Scratch,
+}
+
+fn old_webhook(name: &str, key: &str) -> OldWebhook {
+    let scratch = Scratch::new("doctor-old-webhook");
+    let bin = Command::new(TESTENV).arg("old-webhook").output().unwrap();
+    assert!(bin.status.success(), "{}", text(&bin.stderr));
+    let (cert, tls_key) = (scratch.path("tls.crt"), scratch.path("tls.key"));
+    let out = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&tls_key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new(text(&bin.stdout).trim());
+    cmd.arg(format!("127.0.0.1:{port}"))
+        .arg(&cert)
+        .arg(&tls_key);
+    let process = scratch.spawn_host("old-webhook", cmd);
+    process.wait_log("serving on");
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cert).unwrap());
+    apply(
+        &scratch,
+        &json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": format!("{name}.test.sexton.dev"),
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate"), "caBundle": ca},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": {key: "true"}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "timeoutSeconds": 5,
+            }],
+        }),
+    );
+    OldWebhook {
+        _process: process,
+        _config: Cleanup(vec![format!("mutatingwebhookconfiguration/{name}")]),
+        _scratch: scratch,
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_webhook_that_strips_native_sidecars_is_found_and_named() {
+    let client = admin_client().await;
+    let key = format!("sexton-test-doctor-stripper-{}", std::process::id());
+    let name = format!("zz-{key}");
+    let _old = old_webhook(&name, &key);
+    let ns = Ns::new(&client, "doctor-strip", &[&format!("{key}=true")]).await;
+    // the API server calls a new webhook once its configuration reached the webhook cache:
+    // wait for the doctor to see the stripping (bounded)
+    let end = Instant::now() + Duration::from_secs(30);
+    let report = loop {
+        let (code, report) = doctor_json(&ns.0, None, &[]);
+        if check(&report, "admission")["status"] != "ok" || Instant::now() > end {
+            assert_eq!(code, 1, "{report:#}");
+            break report;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let admission = check(&report, "admission");
+    assert_eq!(admission["status"], "error", "{report:#}");
+    let f = &admission["findings"][0];
+    assert_eq!(f["object"], format!("namespace {}", ns.0));
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains("came back with restartPolicy unset"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "suspects: MutatingWebhookConfiguration {name} webhook {name}.test.sexton.dev (runs after sexton-webhook, reinvocationPolicy Never)"
+        )),
+        "{message}"
+    );
+    // webhooks of other namespaces are not suspects
+    assert_eq!(
+        message.matches("MutatingWebhookConfiguration ").count(),
+        1,
+        "{message}"
+    );
+    assert!(f["fix"].as_str().unwrap().contains(&format!(
+        "kubectl label namespace {} sexton.dev/inject=enabled",
+        ns.0
+    )));
+    // and the other checks are unaffected
+    assert_eq!(check(&report, "stuck-pods")["status"], "ok");
+}
+
+/// Plays the kubelet: `main` exited 0 `ago` seconds ago, `proxy` still runs.
+async fn main_done(client: &Client, ns: &str, name: &str, ago: i64) {
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "nodeName": FAKE_NODE, "automountServiceAccountToken": false,
+            "containers": [{"name": "main", "image": "app:1"}, {"name": "proxy", "image": "proxy:1"}]},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &pod).await.unwrap();
+    let finished = Timestamp::now() - SignedDuration::from_secs(ago);
+    let status = |c: &str, state: Value| json!({"name": c, "image": format!("{c}:1"), "imageID": "", "ready": false, "restartCount": 0, "state": state});
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "containerStatuses": [
+            status("main", json!({"terminated": {"exitCode": 0, "reason": "Completed",
+                "startedAt": (finished - SignedDuration::from_secs(5)).to_string(), "finishedAt": finished.to_string()}})),
+            status("proxy", json!({"running": {"startedAt": (finished - SignedDuration::from_secs(5)).to_string()}})),
+        ]}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stuck_pod_is_found_with_its_running_sidecar_named() {
+    let client = admin_client().await;
+    let ns = Ns::new(&client, "doctor-stuck", &[]).await;
+    main_done(&client, &ns.0, "stuck", 300).await;
+    main_done(&client, &ns.0, "just-done", 5).await;
+    let (code, report) = doctor_json(&ns.0, None, &["--stuck-after", "60s"]);
+    assert_eq!(code, 1, "{report:#}");
+    let stuck = check(&report, "stuck-pods");
+    assert_eq!(stuck["status"], "error");
+    let findings = stuck["findings"].as_array().unwrap();
+    assert_eq!(
+        findings.len(),
+        1,
+        "only the pod past the threshold: {stuck:#}"
+    );
+    let f = &findings[0];
+    assert_eq!(f["object"], format!("pod {}/stuck", ns.0));
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("main container(s) [\"main\"] terminated 30")
+            && message.contains("but [\"proxy\"] still run"),
+        "{message}"
+    );
+    assert_eq!(
+        f["fix"],
+        "kubectl sexton inject --sidecar proxy -f MANIFEST"
+    );
+    // the threshold is the flag's
+    let (code, report) = doctor_json(&ns.0, None, &["--stuck-after", "10m"]);
+    assert_eq!(
+        (code, &check(&report, "stuck-pods")["status"]),
+        (0, &json!("ok")),
+        "{report:#}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_virtual_kubelet_node_and_the_jobs_that_target_it_are_reported() {
+    let client = admin_client().await;
+    let ns = Ns::new(&client, "doctor-vk", &[]).await;
+    let s = Scratch::new("doctor-vk");
+    let node = format!("sexton-test-vk-{}", std::process::id());
+    let _node = Cleanup(vec![format!("node/{node}")]);
+    apply(
+        &s,
+        &json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": node, "labels": {"type": "virtual-kubelet"}},
+            "spec": {"taints": [{"key": "virtual-kubelet.io/provider", "value": "test", "effect": "NoSchedule"}]}}),
+    );
+    let job = |name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["restartPolicy"] = json!("Never");
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns.0},
+            "spec": {"suspend": true, "template": {"spec": spec}}})
+    };
+    let two = json!([{"name": "main", "image": "app:1"}, {"name": "proxy", "image": "proxy:1"}]);
+    apply(
+        &s,
+        &job(
+            "to-vk",
+            json!({"nodeSelector": {"type": "virtual-kubelet"}, "containers": two}),
+        ),
+    );
+    apply(&s, &job("elsewhere", json!({"containers": two})));
+    let (code, report) = doctor_json(&ns.0, None, &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let vk = check(&report, "virtual-kubelet");
+    assert_eq!(vk["status"], "warning", "{vk:#}");
+    let objects: Vec<(&str, &str)> = vk["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["object"].as_str().unwrap(), f["status"].as_str().unwrap()))
+        .collect();
+    assert!(objects.contains(&(&format!("node {node}"), "ok")), "{vk:#}");
+    let job_object = format!("job {}/to-vk", ns.0);
+    assert!(objects.contains(&(&job_object, "warning")), "{vk:#}");
+    assert!(
+        !objects.iter().any(|(o, _)| o.ends_with("/elsewhere")),
+        "{vk:#}"
+    );
+    let f = vk["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["object"] == job_object.as_str())
+        .unwrap();
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("nodeSelector type=virtual-kubelet")
+    );
+    assert_eq!(
+        f["fix"],
+        "kubectl sexton inject --strategy wrap -f MANIFEST"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_check_without_the_rights_it_needs_reports_its_own_error() {
+    let client = admin_client().await;
+    let ns = Ns::new(&client, "doctor-rbac", &[]).await;
+    let s = Scratch::new("doctor-rbac");
+    // rights in the namespace only: pods (and their dry-run create), Jobs, CronJobs
+    let rbac = [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "limited", "namespace": ns.0}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "limited", "namespace": ns.0},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create"]},
+                      {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "limited", "namespace": ns.0},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "limited"},
+            "subjects": [{"kind": "ServiceAccount", "name": "limited", "namespace": ns.0}]}),
+    ];
+    for r in &rbac {
+        apply(&s, r);
+    }
+    let kc = service_account_kubeconfig(&ns.0, "limited", &s.path("kubeconfig"));
+    let (code, report) = doctor_json(&ns.0, Some(&kc), &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let vk = check(&report, "virtual-kubelet");
+    assert_eq!(vk["status"], "error", "{vk:#}");
+    assert!(
+        vk["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("forbidden: cannot list nodes (cluster-wide): "),
+        "{vk:#}"
+    );
+    let components = check(&report, "components");
+    assert_eq!(components["status"], "error");
+    let messages: Vec<&str> = components["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.starts_with(
+            "forbidden: cannot get deployments.apps sexton-system/sexton-controller: "
+        )),
+        "{messages:?}"
+    );
+    // what the account may do still works
+    assert_eq!(check(&report, "admission")["status"], "ok", "{report:#}");
+    assert_eq!(check(&report, "stuck-pods")["status"], "ok", "{report:#}");
+    assert_eq!(check(&report, "api-server")["status"], "ok", "{report:#}");
+}
