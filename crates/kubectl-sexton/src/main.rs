@@ -10,6 +10,7 @@ mod metrics;
 mod results;
 mod service_flags;
 mod stuck;
+mod version;
 mod webhook;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,7 @@ enum Command {
     Ejob(results::EjobCommand),
     /// Print the EphemeralJob CustomResourceDefinition (YAML)
     Crd,
+    Version(version::VersionFlags),
 }
 
 fn main() {
@@ -48,6 +50,7 @@ fn main() {
         Command::Webhook(flags) => webhook::main(*flags),
         Command::Ejob(cmd) => results::main(cmd),
         Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
+        Command::Version(flags) => version::main(flags),
     };
     std::process::exit(code);
 }
