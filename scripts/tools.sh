@@ -7,6 +7,7 @@
 #   scripts/tools.sh actionlint        actionlint (.github/workflows)
 #   scripts/tools.sh cosign            cosign (signs SHA256SUMS in scripts/release.sh)
 #   scripts/tools.sh cargo-cyclonedx   cargo-cyclonedx (the SBOM in scripts/release.sh)
+#   scripts/tools.sh krew              krew (installs the plugin manifest in scripts/release.sh)
 #   scripts/tools.sh versions          the pinned versions, one `name version` a line
 #
 # Each binary goes to $SEXTON_TOOLS_CACHE/NAME-VERSION/NAME (default ~/.cache/sexton-tools),
@@ -23,6 +24,7 @@ HELM_VERSION=v4.3.1
 ACTIONLINT_VERSION=v1.7.12
 COSIGN_VERSION=v3.1.3
 CYCLONEDX_VERSION=0.5.9
+KREW_VERSION=v0.4.3
 
 TOOLS="${SEXTON_TOOLS_CACHE:-$HOME/.cache/sexton-tools}"
 
@@ -55,6 +57,9 @@ case "${1:-}" in
   cosign)
     go_tool cosign "github.com/sigstore/cosign/v3/cmd/cosign@$COSIGN_VERSION" \
       "-X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION" ;;
+  krew)
+    go_tool krew "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" \
+      "-X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION" ;;
   cargo-cyclonedx)
     dir="$TOOLS/cargo-cyclonedx-$CYCLONEDX_VERSION"
     if [ ! -x "$dir/bin/cargo-cyclonedx" ]; then
@@ -69,6 +74,6 @@ case "${1:-}" in
     echo "$dir/bin/cargo-cyclonedx" ;;
   versions)
     printf '%s %s\n' helm "$HELM_VERSION" actionlint "$ACTIONLINT_VERSION" \
-      cosign "$COSIGN_VERSION" cargo-cyclonedx "$CYCLONEDX_VERSION" ;;
-  *) echo "usage: $0 helm|actionlint|cosign|cargo-cyclonedx|versions" >&2; exit 2 ;;
+      cosign "$COSIGN_VERSION" cargo-cyclonedx "$CYCLONEDX_VERSION" krew "$KREW_VERSION" ;;
+  *) echo "usage: $0 helm|actionlint|cosign|cargo-cyclonedx|krew|versions" >&2; exit 2 ;;
 esac
