@@ -50,12 +50,34 @@ enum Output {
 }
 
 /// What could be learnt about one thing on the server side.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "state", rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found<T> {
     Installed(T),
     NotInstalled { reason: String },
     Unknown { reason: String },
+}
+
+/// `{"state": "installed", "installed": ...}` or `{"state": "notInstalled"|"unknown", "reason": ...}`.
+impl<T: Serialize> Serialize for Found<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(2))?;
+        match self {
+            Found::Installed(t) => {
+                m.serialize_entry("state", "installed")?;
+                m.serialize_entry("installed", t)?;
+            }
+            Found::NotInstalled { reason } => {
+                m.serialize_entry("state", "notInstalled")?;
+                m.serialize_entry("reason", reason)?;
+            }
+            Found::Unknown { reason } => {
+                m.serialize_entry("state", "unknown")?;
+                m.serialize_entry("reason", reason)?;
+            }
+        }
+        m.end()
+    }
 }
 
 /// One Deployment of a component.
@@ -272,13 +294,13 @@ pub fn text(r: &Report) -> String {
     if let Some(s) = &r.server {
         lines.push(("api server", found(&s.api_server, |v| v.clone())));
         for (what, found_) in [("controller", &s.controller), ("webhook", &s.webhook)] {
-            let rows = match found_ {
+            let rows: Vec<String> = match found_ {
                 Found::Installed(cs) => cs.iter().map(|c| component_line(c, &s.namespace)).collect(),
                 other => vec![found(other, |_| String::new())],
             };
             lines.extend(rows.into_iter().map(|row| (what, row)));
         }
-        lines.push(("crd", found(&s.crd, |c| crd_line(c))));
+        lines.push(("crd", found(&s.crd, crd_line)));
     }
     let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     lines
