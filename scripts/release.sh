@@ -86,7 +86,7 @@ binaries() {
 sbom() {
   local cyclonedx; cyclonedx=$(tool cargo-cyclonedx CARGO_CYCLONEDX)
   mkdir -p "$DIST"
-  "$cyclonedx" cyclonedx --format json --spec-version 1.5 --target all \
+  "$cyclonedx" cyclonedx --format json --spec-version 1.5 --target all --all \
     --override-filename "sbom-$TAG" >&2
   local crate
   for crate in sexton kubectl-sexton; do

@@ -12,6 +12,8 @@ use serde_json::Value;
 use testbed::*;
 
 const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
+/// This checkout (not testbed's, which may have been built in another worktree).
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 fn chart() -> String {
@@ -96,6 +98,9 @@ fn dry_run(yaml: &str) -> String {
             "--server-side",
             "--dry-run=server",
             "--field-manager=sexton-chart-test",
+            // (cluster-wide objects of the same names may exist, applied by other tests;
+            // a dry run takes their fields over without keeping anything)
+            "--force-conflicts",
             "-f",
             "-",
         ])
@@ -118,6 +123,27 @@ fn dry_run(yaml: &str) -> String {
         "warnings: {err}"
     );
     text(&out.stdout)
+}
+
+/// The real binary accepts the arguments each rendered Deployment gives it: run with them
+/// and a kubeconfig that does not exist, it gets past the flags (no usage error) and stops
+/// at the kubeconfig.
+fn binary_accepts_the_arguments(objs: &[Value]) {
+    for d in objs.iter().filter(|o| o["kind"] == "Deployment") {
+        let args = args_of(d);
+        let out = Command::new(KUBECTL_SEXTON)
+            .args(&args)
+            .arg("--kubeconfig=/nonexistent/kubeconfig")
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran without a kubeconfig");
+        assert!(
+            !err.contains("Usage:") && err.contains("/nonexistent/kubeconfig"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 /// A fresh namespace at the `restricted` Pod Security level, deleted on drop (a server dry
@@ -273,6 +299,7 @@ fn default_values_apply_with_server_dry_run() {
     get(&objs, "PodDisruptionBudget", "sexton-controller");
     get(&objs, "PodDisruptionBudget", "sexton-webhook");
     get(&objs, "CustomResourceDefinition", "ephemeraljobs.sexton.dev");
+    binary_accepts_the_arguments(&objs);
 
     let applied = dry_run(&yaml);
     for kind in [
@@ -314,6 +341,7 @@ fn secret_certificate_mode_applies_with_server_dry_run() {
     assert!(find(&objs, "Role", "sexton-webhook-tls").is_none());
     let role = get(&objs, "ClusterRole", "sexton-webhook");
     assert!(!role.to_string().contains("mutatingwebhookconfigurations"), "{role}");
+    binary_accepts_the_arguments(&objs);
     dry_run(&yaml);
 }
 
@@ -341,6 +369,7 @@ fn cert_manager_mode_applies_with_server_dry_run() {
         w["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
         "sexton-webhook-tls"
     );
+    binary_accepts_the_arguments(&objs);
     let applied = dry_run(&yaml);
     assert!(applied.contains("certificate.cert-manager.io/sexton-webhook"), "{applied}");
 
@@ -411,6 +440,7 @@ fn values_reach_the_objects_and_apply() {
     assert_eq!(mwc["webhooks"].as_array().unwrap().len(), 1, "annotatedPods=false");
     get(&objs, "ServiceMonitor", "sexton-controller");
     get(&objs, "ServiceMonitor", "sexton-webhook");
+    binary_accepts_the_arguments(&objs);
 
     // The Role lives in the watched namespace, which must exist for the dry run.
     let apps = Ns::new("apps");
@@ -422,12 +452,12 @@ fn values_reach_the_objects_and_apply() {
 #[test]
 fn bad_values_are_refused_naming_the_value() {
     for (set, needle) in [
-        (vec!["webhook.certificate=acme"], "webhook.certificate"),
+        (vec!["webhook.certificate=acme"], "/webhook/certificate"),
         (vec!["webhook.certificate=secret", "webhook.tls.caBundle=Cg=="], "webhook.tls.secretName"),
         (vec!["webhook.certificate=secret", "webhook.tls.secretName=x"], "webhook.tls.caBundle"),
         (vec!["controller.leaderElection.enabled=false"], "controller.leaderElection.enabled"),
-        (vec!["ephemeralJob.ttlSecondsAfterFinished=-1"], "ttlSecondsAfterFinished"),
-        (vec!["controller.controllers={sidecar-terminator,cronjob}"], "controllers"),
+        (vec!["ephemeralJob.ttlSecondsAfterFinished=-1"], "/ephemeralJob/ttlSecondsAfterFinished"),
+        (vec!["controller.controllers={sidecar-terminator,cronjob}"], "/controller/controllers"),
         (
             vec!["webhook.namespaceSelector.matchExpressions[0].operator=Exists"],
             "webhook.namespaceSelector",

@@ -12,6 +12,8 @@ use serde_json::Value;
 use testbed::*;
 
 const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
+/// This checkout (not testbed's, which may have been built in another worktree).
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 fn text(b: &[u8]) -> String {
@@ -173,7 +175,7 @@ fn an_api_server_that_never_answers_times_out() {
 
 #[test]
 fn credentials_that_may_read_nothing_are_lines_saying_so() {
-    let env = testenv();
+    testenv();
     let scratch = Scratch::new("version-forbidden");
     let ns = format!("it-version-forbidden-{}", std::process::id());
     assert!(kubectl(&["create", "namespace", &ns]).status.success());
@@ -187,7 +189,6 @@ fn credentials_that_may_read_nothing_are_lines_saying_so() {
     assert!(line(&stdout, "api server").contains(" v1."), "{stdout}");
     assert!(line(&stdout, "controller").contains("unknown (forbidden: "), "{stdout}");
     assert!(line(&stdout, "crd").contains("unknown (forbidden: "), "{stdout}");
-    let _ = env;
 }
 
 #[test]
