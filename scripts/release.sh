@@ -227,14 +227,14 @@ images() {
   scripts/images.sh
 }
 
-# push REPO: each image of `scripts/images.sh refs` (LAYOUT TAG REFERENCE, the reference
-# in REPO), then the chart. A plain-HTTP registry (127.0.0.1) is reached without TLS.
+# push REPO: each image of `scripts/images.sh refs` (LAYOUT TAG REFERENCE DIGEST, the
+# reference in REPO), then the chart. A plain-HTTP registry (127.0.0.1) is reached without TLS.
 push() {
   local repo=${1:?usage: release.sh push REPO}
   local plain=() helm_plain=() layout tag ref
   case "$repo" in 127.0.0.1:*|localhost:*) plain=(--dest-tls-verify=false) helm_plain=(--plain-http) ;; esac
   command -v skopeo >/dev/null || die "skopeo is needed to push the images"
-  while read -r layout tag ref; do
+  while read -r layout tag ref _; do
     [ -d "$layout" ] || die "$layout: no image layout (run: scripts/release.sh images)"
     skopeo copy --all --preserve-digests --retry-times 3 "${plain[@]}" "oci:$layout:$tag" "docker://$ref" >&2
     log "pushed $ref"
@@ -280,10 +280,9 @@ local_release() {
 
 pulled_back() {
   local repo=$1 layout tag ref want got
-  while read -r layout tag ref; do
-    want=$(skopeo inspect --raw "oci:$layout:$tag" | sha256sum | cut -d' ' -f1)
-    got=$(skopeo inspect --raw --tls-verify=false "docker://$ref" | sha256sum | cut -d' ' -f1)
-    [ "$want" = "$got" ] || die "$ref: the registry has sha256:$got, target/images sha256:$want"
+  while read -r layout tag ref want; do
+    got="sha256:$(skopeo inspect --raw --tls-verify=false "docker://$ref" | sha256sum | cut -d' ' -f1)"
+    [ "$want" = "$got" ] || die "$ref: the registry has $got, target/images $want"
     skopeo inspect --raw --tls-verify=false "docker://$ref" | python3 -c '
 import json, sys
 idx = json.load(sys.stdin)

@@ -281,10 +281,7 @@ pub fn crd_of(crd: &CustomResourceDefinition) -> Crd {
             .filter(|v| v.served)
             .map(|v| v.name.clone())
             .collect(),
-        storage: versions
-            .iter()
-            .find(|v| v.storage)
-            .map(|v| v.name.clone()),
+        storage: versions.iter().find(|v| v.storage).map(|v| v.name.clone()),
     }
 }
 
@@ -295,7 +292,9 @@ pub fn text(r: &Report) -> String {
         lines.push(("api server", found(&s.api_server, |v| v.clone())));
         for (what, found_) in [("controller", &s.controller), ("webhook", &s.webhook)] {
             let rows: Vec<String> = match found_ {
-                Found::Installed(cs) => cs.iter().map(|c| component_line(c, &s.namespace)).collect(),
+                Found::Installed(cs) => {
+                    cs.iter().map(|c| component_line(c, &s.namespace)).collect()
+                }
                 other => vec![found(other, |_| String::new())],
             };
             lines.extend(rows.into_iter().map(|row| (what, row)));
@@ -347,7 +346,10 @@ mod tests {
 
     #[test]
     fn image_tags() {
-        assert_eq!(image_tag("ghcr.io/sexton-dev/kubectl-sexton:0.1.0"), Some("0.1.0"));
+        assert_eq!(
+            image_tag("ghcr.io/sexton-dev/kubectl-sexton:0.1.0"),
+            Some("0.1.0")
+        );
         assert_eq!(image_tag("127.0.0.1:15000/kubectl-sexton:1.2"), Some("1.2"));
         assert_eq!(image_tag("127.0.0.1:15000/kubectl-sexton"), None);
         assert_eq!(image_tag("kubectl-sexton:0.1.0@sha256:ab"), Some("0.1.0"));
@@ -369,7 +371,11 @@ mod tests {
 
     #[test]
     fn a_component_is_versioned_by_its_label_else_its_image_tag() {
-        let labelled = deployment(&[("app.kubernetes.io/version", "0.2.0")], "x:0.1.0", Some(2));
+        let labelled = deployment(
+            &[("app.kubernetes.io/version", "0.2.0")],
+            "x:0.1.0",
+            Some(2),
+        );
         assert_eq!(component_of(&labelled).version.as_deref(), Some("0.2.0"));
         let plain = deployment(&[], "x:0.1.0", None);
         let c = component_of(&plain);

@@ -40,7 +40,10 @@ fn helm_bin() -> &'static str {
 fn helm(args: &[&str]) -> Output {
     Command::new(helm_bin())
         .env("KUBECONFIG", &testenv().kubeconfig)
-        .env("HELM_CACHE_HOME", std::env::temp_dir().join("sexton-helm-cache"))
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("sexton-helm-cache"),
+        )
         .args(args)
         .output()
         .unwrap()
@@ -49,7 +52,11 @@ fn helm(args: &[&str]) -> Output {
 /// `helm template` of the chart into `namespace` with `--set` values; panics if it fails.
 fn render(namespace: &str, set: &[&str]) -> String {
     let out = try_render(namespace, set);
-    assert!(out.status.success(), "helm template {set:?}: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "helm template {set:?}: {}",
+        text(&out.stderr)
+    );
     text(&out.stdout)
 }
 
@@ -191,16 +198,21 @@ fn stand_in_crds() {
             ],
         ] {
             let out = kubectl(&args);
-            assert!(out.status.success(), "kubectl {args:?}: {}", text(&out.stderr));
+            assert!(
+                out.status.success(),
+                "kubectl {args:?}: {}",
+                text(&out.stderr)
+            );
         }
     });
 }
 
 #[test]
 fn chart_version_and_app_version_are_the_workspace_version() {
-    let chart: Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(format!("{}/Chart.yaml", chart())).unwrap())
-            .unwrap();
+    let chart: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(format!("{}/Chart.yaml", chart())).unwrap(),
+    )
+    .unwrap();
     assert_eq!(chart["version"], VERSION, "Chart.yaml version");
     assert_eq!(chart["appVersion"], VERSION, "Chart.yaml appVersion");
     // and the images default to that tag
@@ -218,7 +230,9 @@ fn chart_version_and_app_version_are_the_workspace_version() {
         args_of(d)
     );
     let w = get(&objs, "Deployment", "sexton-webhook");
-    assert!(args_of(w).contains(&format!("--sexton-image=ghcr.io/sexton-dev/sexton:{VERSION}")));
+    assert!(args_of(w).contains(&format!(
+        "--sexton-image=ghcr.io/sexton-dev/sexton:{VERSION}"
+    )));
 }
 
 #[test]
@@ -249,9 +263,16 @@ fn chart_lints_in_every_certificate_mode() {
     let chart = chart();
     for set in [
         vec![],
-        vec!["webhook.certificate=secret", "webhook.tls.secretName=tls", "webhook.tls.caBundle=Cg=="],
+        vec![
+            "webhook.certificate=secret",
+            "webhook.tls.secretName=tls",
+            "webhook.tls.caBundle=Cg==",
+        ],
         vec!["webhook.certificate=cert-manager"],
-        vec!["metrics.serviceMonitor.enabled=true", "controller.watchNamespace=apps"],
+        vec![
+            "metrics.serviceMonitor.enabled=true",
+            "controller.watchNamespace=apps",
+        ],
     ] {
         let mut args = vec!["lint", "--strict", &chart];
         for s in &set {
@@ -288,7 +309,10 @@ fn default_values_apply_with_server_dry_run() {
     assert_eq!(role["rules"][0]["resourceNames"][0], "sexton-webhook-tls");
     let mwc = get(&objs, "MutatingWebhookConfiguration", "sexton-webhook");
     assert!(mwc["webhooks"][0]["clientConfig"]["caBundle"].is_null());
-    assert_eq!(mwc["webhooks"][0]["clientConfig"]["service"]["namespace"], ns.0.as_str());
+    assert_eq!(
+        mwc["webhooks"][0]["clientConfig"]["service"]["namespace"],
+        ns.0.as_str()
+    );
     // never the webhook's own namespace nor kube-system
     let excluded = &mwc["webhooks"][1]["namespaceSelector"]["matchExpressions"][1];
     assert_eq!(excluded["operator"], "NotIn");
@@ -298,7 +322,11 @@ fn default_values_apply_with_server_dry_run() {
     assert!(args_of(c).contains(&"--leader-elect-name=sexton-controller".to_string()));
     get(&objs, "PodDisruptionBudget", "sexton-controller");
     get(&objs, "PodDisruptionBudget", "sexton-webhook");
-    get(&objs, "CustomResourceDefinition", "ephemeraljobs.sexton.dev");
+    get(
+        &objs,
+        "CustomResourceDefinition",
+        "ephemeraljobs.sexton.dev",
+    );
     binary_accepts_the_arguments(&objs);
 
     let applied = dry_run(&yaml);
@@ -322,12 +350,19 @@ fn secret_certificate_mode_applies_with_server_dry_run() {
     let ca_set = format!("webhook.tls.caBundle={ca}");
     let yaml = render(
         &ns.0,
-        &["webhook.certificate=secret", "webhook.tls.secretName=my-tls", &ca_set],
+        &[
+            "webhook.certificate=secret",
+            "webhook.tls.secretName=my-tls",
+            &ca_set,
+        ],
     );
     let objs = objects(&yaml);
     let w = get(&objs, "Deployment", "sexton-webhook");
     let args = args_of(w);
-    assert!(args.contains(&"--tls-cert-file=/etc/sexton/tls/tls.crt".to_string()), "{args:?}");
+    assert!(
+        args.contains(&"--tls-cert-file=/etc/sexton/tls/tls.crt".to_string()),
+        "{args:?}"
+    );
     assert!(!args.iter().any(|a| a == "--self-managed-tls"), "{args:?}");
     assert_eq!(
         w["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
@@ -340,7 +375,10 @@ fn secret_certificate_mode_applies_with_server_dry_run() {
     // no self-managed rights: no Secret role, no patching of the configuration
     assert!(find(&objs, "Role", "sexton-webhook-tls").is_none());
     let role = get(&objs, "ClusterRole", "sexton-webhook");
-    assert!(!role.to_string().contains("mutatingwebhookconfigurations"), "{role}");
+    assert!(
+        !role.to_string().contains("mutatingwebhookconfigurations"),
+        "{role}"
+    );
     binary_accepts_the_arguments(&objs);
     dry_run(&yaml);
 }
@@ -353,7 +391,10 @@ fn cert_manager_mode_applies_with_server_dry_run() {
     let objs = objects(&yaml);
     let cert = get(&objs, "Certificate", "sexton-webhook");
     assert_eq!(cert["spec"]["secretName"], "sexton-webhook-tls");
-    assert_eq!(cert["spec"]["issuerRef"]["name"], "sexton-webhook-selfsigned");
+    assert_eq!(
+        cert["spec"]["issuerRef"]["name"],
+        "sexton-webhook-selfsigned"
+    );
     assert_eq!(
         cert["spec"]["dnsNames"][0],
         format!("sexton-webhook.{}.svc", ns.0)
@@ -371,7 +412,10 @@ fn cert_manager_mode_applies_with_server_dry_run() {
     );
     binary_accepts_the_arguments(&objs);
     let applied = dry_run(&yaml);
-    assert!(applied.contains("certificate.cert-manager.io/sexton-webhook"), "{applied}");
+    assert!(
+        applied.contains("certificate.cert-manager.io/sexton-webhook"),
+        "{applied}"
+    );
 
     // a cluster issuer of one's own: no Issuer of the chart's
     let yaml = render(
@@ -413,11 +457,18 @@ fn values_reach_the_objects_and_apply() {
         ],
     );
     let objs = objects(&yaml);
-    let crd = get(&objs, "CustomResourceDefinition", "ephemeraljobs.sexton.dev");
-    let ttl = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        ["properties"]["ttlSecondsAfterFinished"];
+    let crd = get(
+        &objs,
+        "CustomResourceDefinition",
+        "ephemeraljobs.sexton.dev",
+    );
+    let ttl = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["ttlSecondsAfterFinished"];
     assert_eq!(ttl["default"], 60);
-    assert_eq!(crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep");
+    assert_eq!(
+        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
     // one namespace watched: a Role there, no ClusterRole; no leader election
     let role = get(&objs, "Role", "sexton-controller");
     assert_eq!(role["metadata"]["namespace"], "apps");
@@ -432,12 +483,22 @@ fn values_reach_the_objects_and_apply() {
         &"--quick-exit-image=ghcr.io/sexton-dev/sexton-quick-exit@sha256:0000000000000000000000000000000000000000000000000000000000000000".to_string()
     ));
     let pod = &c["spec"]["template"]["spec"];
-    assert_eq!(pod["containers"][0]["image"], "registry.example:5000/sexton-dev/kubectl-sexton:9.9.9");
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "registry.example:5000/sexton-dev/kubectl-sexton:9.9.9"
+    );
     assert_eq!(pod["nodeSelector"]["kubernetes.io/arch"], "arm64");
     let w = get(&objs, "Deployment", "sexton-webhook");
-    assert_eq!(w["spec"]["template"]["spec"]["tolerations"][0]["key"], "dedicated");
+    assert_eq!(
+        w["spec"]["template"]["spec"]["tolerations"][0]["key"],
+        "dedicated"
+    );
     let mwc = get(&objs, "MutatingWebhookConfiguration", "sexton-webhook");
-    assert_eq!(mwc["webhooks"].as_array().unwrap().len(), 1, "annotatedPods=false");
+    assert_eq!(
+        mwc["webhooks"].as_array().unwrap().len(),
+        1,
+        "annotatedPods=false"
+    );
     get(&objs, "ServiceMonitor", "sexton-controller");
     get(&objs, "ServiceMonitor", "sexton-webhook");
     binary_accepts_the_arguments(&objs);
@@ -446,18 +507,36 @@ fn values_reach_the_objects_and_apply() {
     let apps = Ns::new("apps");
     let yaml = yaml.replace("namespace: apps", &format!("namespace: {}", apps.0));
     let applied = dry_run(&yaml);
-    assert!(applied.contains("servicemonitor.monitoring.coreos.com/sexton-webhook"), "{applied}");
+    assert!(
+        applied.contains("servicemonitor.monitoring.coreos.com/sexton-webhook"),
+        "{applied}"
+    );
 }
 
 #[test]
 fn bad_values_are_refused_naming_the_value() {
     for (set, needle) in [
         (vec!["webhook.certificate=acme"], "/webhook/certificate"),
-        (vec!["webhook.certificate=secret", "webhook.tls.caBundle=Cg=="], "webhook.tls.secretName"),
-        (vec!["webhook.certificate=secret", "webhook.tls.secretName=x"], "webhook.tls.caBundle"),
-        (vec!["controller.leaderElection.enabled=false"], "controller.leaderElection.enabled"),
-        (vec!["ephemeralJob.ttlSecondsAfterFinished=-1"], "/ephemeralJob/ttlSecondsAfterFinished"),
-        (vec!["controller.controllers={sidecar-terminator,cronjob}"], "/controller/controllers"),
+        (
+            vec!["webhook.certificate=secret", "webhook.tls.caBundle=Cg=="],
+            "webhook.tls.secretName",
+        ),
+        (
+            vec!["webhook.certificate=secret", "webhook.tls.secretName=x"],
+            "webhook.tls.caBundle",
+        ),
+        (
+            vec!["controller.leaderElection.enabled=false"],
+            "controller.leaderElection.enabled",
+        ),
+        (
+            vec!["ephemeralJob.ttlSecondsAfterFinished=-1"],
+            "/ephemeralJob/ttlSecondsAfterFinished",
+        ),
+        (
+            vec!["controller.controllers={sidecar-terminator,cronjob}"],
+            "/controller/controllers",
+        ),
         (
             vec!["webhook.namespaceSelector.matchExpressions[0].operator=Exists"],
             "webhook.namespaceSelector",
@@ -466,6 +545,9 @@ fn bad_values_are_refused_naming_the_value() {
         let out = try_render("sexton-system", &set);
         let err = text(&out.stderr);
         assert!(!out.status.success(), "{set:?} accepted");
-        assert!(err.contains(needle), "{set:?}: error does not name {needle}: {err}");
+        assert!(
+            err.contains(needle),
+            "{set:?}: error does not name {needle}: {err}"
+        );
     }
 }

@@ -2027,4 +2027,3 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
         }
     }
 }
-

@@ -103,13 +103,17 @@ fn reports_what_the_chart_installed() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
-    assert_eq!(line(&stdout, "client"), format!("client:     kubectl-sexton {VERSION}"));
-    let server: Value = serde_json::from_slice(
-        &kubectl(&["version", "-o", "json"]).stdout,
-    )
-    .unwrap();
+    assert_eq!(
+        line(&stdout, "client"),
+        format!("client:     kubectl-sexton {VERSION}")
+    );
+    let server: Value =
+        serde_json::from_slice(&kubectl(&["version", "-o", "json"]).stdout).unwrap();
     let api = server["serverVersion"]["gitVersion"].as_str().unwrap();
-    assert!(line(&stdout, "api server").ends_with(&format!(" {api}")), "{stdout}");
+    assert!(
+        line(&stdout, "api server").ends_with(&format!(" {api}")),
+        "{stdout}"
+    );
     assert_eq!(
         line(&stdout, "controller"),
         format!(
@@ -140,13 +144,20 @@ fn reports_what_the_chart_installed() {
 fn an_unreachable_api_server_is_a_line_not_a_failure() {
     let scratch = Scratch::new("version-unreachable");
     // a port nothing listens on
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let kc = scratch.path("closed.kubeconfig");
     write_kubeconfig(&kc, port);
     let out = version(&kc, &[]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(line(&stdout, "api server").contains("unknown (unreachable: "), "{stdout}");
+    assert!(
+        line(&stdout, "api server").contains("unknown (unreachable: "),
+        "{stdout}"
+    );
     for part in ["controller", "webhook", "crd"] {
         assert!(
             line(&stdout, part).ends_with("unknown (the API server is unreachable)"),
@@ -170,7 +181,11 @@ fn an_api_server_that_never_answers_times_out() {
         line(&stdout, "api server").contains("no answer within 1s"),
         "{stdout}"
     );
-    assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 #[test]
@@ -179,7 +194,11 @@ fn credentials_that_may_read_nothing_are_lines_saying_so() {
     let scratch = Scratch::new("version-forbidden");
     let ns = format!("it-version-forbidden-{}", std::process::id());
     assert!(kubectl(&["create", "namespace", &ns]).status.success());
-    assert!(kubectl(&["create", "serviceaccount", "nobody", "-n", &ns]).status.success());
+    assert!(
+        kubectl(&["create", "serviceaccount", "nobody", "-n", &ns])
+            .status
+            .success()
+    );
     let kc = service_account_kubeconfig(&ns, "nobody", &scratch.path("nobody.kubeconfig"));
     let out = version(&kc, &["-n", &ns]);
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
@@ -187,8 +206,14 @@ fn credentials_that_may_read_nothing_are_lines_saying_so() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     // /version is open to every authenticated user; the rest is not
     assert!(line(&stdout, "api server").contains(" v1."), "{stdout}");
-    assert!(line(&stdout, "controller").contains("unknown (forbidden: "), "{stdout}");
-    assert!(line(&stdout, "crd").contains("unknown (forbidden: "), "{stdout}");
+    assert!(
+        line(&stdout, "controller").contains("unknown (forbidden: "),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "crd").contains("unknown (forbidden: "),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -198,7 +223,10 @@ fn client_only_contacts_nothing() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), format!("client: kubectl-sexton {VERSION}\n"));
+    assert_eq!(
+        text(&out.stdout),
+        format!("client: kubectl-sexton {VERSION}\n")
+    );
 }
 
 #[test]
