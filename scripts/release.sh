@@ -164,7 +164,7 @@ check_krew() {
   for arch in "${ARCHES[@]}"; do
     root=$(mktemp -d)
     KREW_ROOT="$root" KREW_OS=linux KREW_ARCH="$arch" KREW_NO_UPGRADE_CHECK=1 "$krew" install --manifest="$1" \
-      --archive="$DIST/kubectl-sexton_${TAG}_linux_${arch}.tar.gz" >"$root/log" 2>&1 \
+      --archive="$DIST/kubectl-sexton_${TAG}_linux_${arch}.tar.gz" </dev/null >"$root/log" 2>&1 \
       || { cat "$root/log" >&2; die "krew refused dist/sexton.yaml for linux/$arch"; }
     out=$(run "$arch" "$root/bin/kubectl-sexton" version --client) \
       || die "the plugin krew installed for linux/$arch does not run"
