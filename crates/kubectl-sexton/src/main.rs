@@ -7,6 +7,7 @@ mod inject;
 mod kube_client;
 mod logging;
 mod metrics;
+mod pod;
 mod results;
 mod service_flags;
 mod stuck;

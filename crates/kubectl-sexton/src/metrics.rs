@@ -67,6 +67,7 @@ pub struct Metrics {
     pub watch_errors: Family<WatchLabel, Counter>,
     pub actions: Family<ActionLabels, Counter>,
     pub conflicts: Family<ControllerLabel, Counter>,
+    pub events_dropped: Family<ControllerLabel, Counter>,
     pub queue_latency: Family<ControllerLabel, Histogram>,
     pub reconcile_duration: Family<ControllerLabel, Histogram>,
     pub leader: Gauge,
@@ -99,6 +100,7 @@ impl Metrics {
             watch_errors: Family::default(),
             actions: Family::default(),
             conflicts: Family::default(),
+            events_dropped: Family::default(),
             queue_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             reconcile_duration: Family::new_with_constructor(
                 latency_histogram as fn() -> Histogram,
@@ -133,6 +135,11 @@ impl Metrics {
             "patch_conflicts",
             "Patches rejected with 409 Conflict because the object changed (re-read and retried)",
             m.conflicts.clone(),
+        );
+        r.register(
+            "events_dropped",
+            "Kubernetes Events not published because the queue of Events waiting for the API server was full",
+            m.events_dropped.clone(),
         );
         r.register(
             "queue_latency_seconds",

@@ -6,9 +6,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::pod::Pod;
 use clap::{Args, Subcommand, ValueEnum};
 use futures_util::{StreamExt, stream};
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, LogParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -191,7 +191,8 @@ fn one_line(s: &str) -> String {
 
 /// The tail of each container's log, a few at a time, each bounded in size.
 async fn logs(client: &Client, ns: &str, results: &[TargetResult], tail: i64) -> String {
-    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    // (kube's log reader is defined on k8s-openapi's Pod; nothing of it is decoded here)
+    let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns);
     let reads = stream::iter(results)
         .map(|r| {
             let api = api.clone();

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use crate::pod::{ContainerStatus, Pod};
 use k8s_openapi::jiff::Timestamp;
 use sexton_inject::{Source, declared_roles};
 

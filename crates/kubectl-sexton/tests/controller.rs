@@ -764,6 +764,8 @@ async fn a_conflicting_write_is_reread_and_the_swap_applied_once() {
         "the concurrent change survived"
     );
     ctl.wait_line(|l| msg(l).starts_with("conflict:"));
+    // (the image can be seen before the controller has counted the swap it made)
+    ctl.wait_line(|l| msg(l) == "swapped sidecar image");
     let m = ctl.metrics();
     assert_eq!(
         m[r#"sexton_controller_patch_conflicts_total{controller="sidecar-terminator"}"#],

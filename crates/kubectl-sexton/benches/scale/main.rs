@@ -22,6 +22,10 @@
 #[path = "../../src/controller/ejob/plan.rs"]
 mod plan;
 #[allow(dead_code)]
+#[allow(unused_imports)]
+#[path = "../../src/pod.rs"]
+mod pod;
+#[allow(dead_code)]
 #[path = "../../src/controller/ejob/types.rs"]
 mod types;
 
@@ -58,9 +62,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// The pure planning function of the EphemeralJob controller, in memory.
-    Plan(plan_bench::Opts),
+    Plan(Box<plan_bench::Opts>),
     /// Where a cached pod's memory goes (one pod from the API server, decoded n times).
-    Memory(memory::Opts),
+    Memory(Box<memory::Opts>),
     /// Everything against a running test API server.
     Cluster(Box<cluster::Opts>),
 }

@@ -71,7 +71,7 @@ pub struct Breakdown {
     pub parts: Vec<(String, f64)>,
     /// heap per pod of a projection holding only what the controllers read
     pub projected_per_pod: f64,
-    /// heap per pod of the same projection as a compact type of its own (`compact::Pod`)
+    /// heap per pod as the controllers' cache holds it now (`src/pod.rs`)
     pub compact_per_pod: f64,
     pub sizes_of: Vec<(String, usize)>,
 }
@@ -176,7 +176,7 @@ pub fn breakdown(pod: &Value, n: usize) -> Breakdown {
         per_item::<Vec<ContainerStatus>>(&bytes(&slim["status"]["containerStatuses"]), n),
     ));
     let projected_per_pod = per_item::<Pod>(&bytes(&projection(&slim)), n);
-    let compact_per_pod = per_item::<compact::Pod>(&slim_bytes, n);
+    let compact_per_pod = per_item::<crate::pod::Pod>(&slim_bytes, n);
     let sizes_of = vec![
         ("Pod".to_string(), std::mem::size_of::<Pod>()),
         ("ObjectMeta".to_string(), std::mem::size_of::<ObjectMeta>()),
@@ -189,8 +189,8 @@ pub fn breakdown(pod: &Value, n: usize) -> Breakdown {
         ),
         ("Volume".to_string(), std::mem::size_of::<Volume>()),
         (
-            "compact::Pod".to_string(),
-            std::mem::size_of::<compact::Pod>(),
+            "sexton's pod::Pod".to_string(),
+            std::mem::size_of::<crate::pod::Pod>(),
         ),
     ];
     Breakdown {
@@ -206,7 +206,7 @@ pub fn breakdown(pod: &Value, n: usize) -> Breakdown {
 
 pub fn markdown(b: &Breakdown) -> String {
     let mut s = format!(
-        "One benchmark pod as the API server returns it: {} bytes of JSON ({} without managedFields). Decoded into k8s-openapi's `Pod` (managedFields dropped, as the cache keeps it): **{} bytes of heap per pod**; a projection with only the fields the two controllers read: {} bytes as k8s-openapi types, {} bytes as a compact type of its own (`compact::Pod` in benches/scale/memory.rs, a prototype decoded from the same JSON).\n\n| part (decoded alone) | heap per pod (bytes) |\n|---|---:|\n",
+        "One benchmark pod as the API server returns it: {} bytes of JSON ({} without managedFields). Decoded into k8s-openapi's `Pod` (managedFields dropped, as the cache keeps it): **{} bytes of heap per pod**; a projection with only the fields the two controllers read: {} bytes as k8s-openapi types; **{} bytes as the controllers' own type** (`src/pod.rs`, decoded from the same JSON, which the pod cache has held since issue 16).\n\n| part (decoded alone) | heap per pod (bytes) |\n|---|---:|\n",
         crate::report::thousands(b.json_bytes as f64),
         crate::report::thousands(b.json_bytes_without_managed_fields as f64),
         crate::report::thousands(b.heap_per_pod),
@@ -272,127 +272,4 @@ pub fn run(o: &Opts) -> Result<()> {
             .map_err(ctx(format!("writing {}", p.display())))?;
     }
     Ok(())
-}
-
-/// A prototype of the compact cache type proposed in BENCHMARKS.md: what the
-/// SidecarTerminator's `decide`, the EphemeralJob's `plan` and the stuck-pod rule read,
-/// decoded straight from the pod's JSON (other fields skipped). Only measured here.
-#[allow(dead_code)]
-mod compact {
-    use std::collections::BTreeMap;
-
-    use serde::Deserialize;
-
-    #[derive(Deserialize)]
-    pub struct Pod {
-        pub metadata: Meta,
-        pub spec: Spec,
-        #[serde(default)]
-        pub status: Status,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Meta {
-        pub name: String,
-        pub namespace: String,
-        pub uid: String,
-        pub resource_version: String,
-        #[serde(default)]
-        pub labels: BTreeMap<String, String>,
-        /// only sexton's own annotation is needed; kept whole here
-        #[serde(default)]
-        pub annotations: BTreeMap<String, String>,
-        pub creation_timestamp: Option<String>,
-        pub deletion_timestamp: Option<String>,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Spec {
-        pub restart_policy: Option<String>,
-        pub node_name: Option<String>,
-        pub os: Option<Os>,
-        pub containers: Vec<Container>,
-        #[serde(default)]
-        pub ephemeral_containers: Vec<Container>,
-    }
-
-    #[derive(Deserialize)]
-    pub struct Os {
-        pub name: String,
-    }
-
-    #[derive(Deserialize)]
-    pub struct Container {
-        pub name: String,
-        pub image: Option<String>,
-        /// every variable is kept here (the markers and the job's UID are among them)
-        #[serde(default)]
-        pub env: Vec<Env>,
-        #[serde(default, deserialize_with = "is_set")]
-        pub command: bool,
-        #[serde(default, deserialize_with = "is_set")]
-        pub lifecycle: bool,
-    }
-
-    #[derive(Deserialize)]
-    pub struct Env {
-        pub name: String,
-        pub value: Option<String>,
-    }
-
-    #[derive(Deserialize, Default)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Status {
-        pub phase: Option<String>,
-        #[serde(default)]
-        pub container_statuses: Vec<ContainerStatus>,
-        #[serde(default)]
-        pub ephemeral_container_statuses: Vec<ContainerStatus>,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ContainerStatus {
-        pub name: String,
-        #[serde(default)]
-        pub state: State,
-        #[serde(default)]
-        pub restart_count: i32,
-    }
-
-    #[derive(Deserialize, Default)]
-    pub struct State {
-        pub running: Option<Running>,
-        pub terminated: Option<Terminated>,
-        pub waiting: Option<Waiting>,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Running {
-        pub started_at: Option<String>,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Terminated {
-        pub exit_code: i32,
-        pub reason: Option<String>,
-        pub message: Option<String>,
-        pub started_at: Option<String>,
-        pub finished_at: Option<String>,
-    }
-
-    #[derive(Deserialize)]
-    pub struct Waiting {
-        pub reason: Option<String>,
-        pub message: Option<String>,
-    }
-
-    fn is_set<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-        let v = serde::de::IgnoredAny::deserialize(d);
-        v.map(|_| true)
-    }
 }

@@ -1,12 +1,12 @@
 //! The EphemeralJob's pure planning function (`plan`, src/controller/ejob/plan.rs) timed in
 //! memory, on pods built like the cluster part's (same spec and status as the API server
-//! returns them, less its defaulted fields), held as the reconciler holds them (`Arc<Pod>`
+//! returns them, less its defaulted fields), held as the reconciler holds them (`Arc<pod::Pod>`
 //! from the cache).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
@@ -79,7 +79,7 @@ fn job(parallelism: i32, refused: usize) -> EphemeralJob {
 
 /// `n` Running pods, created one millisecond apart. `injected`: the job's containers are in
 /// every pod, a third each succeeded, running and not started yet.
-fn pods(n: usize, injected: Option<&EphemeralJob>) -> Vec<Arc<Pod>> {
+fn pods(n: usize, injected: Option<&EphemeralJob>) -> Vec<Arc<crate::pod::Pod>> {
     let base = Timestamp::from_second(1_795_000_000).unwrap();
     (0..n)
         .map(|i| {
@@ -106,7 +106,8 @@ fn pods(n: usize, injected: Option<&EphemeralJob>) -> Vec<Arc<Pod>> {
                 ]);
             }
             p.status = Some(status);
-            Arc::new(p)
+            // as the controller's cache holds it (decoded from the pod's JSON)
+            Arc::new(serde_json::from_value(serde_json::to_value(&p).unwrap()).unwrap())
         })
         .collect()
 }
@@ -133,7 +134,7 @@ pub fn rows(o: &Opts) -> Vec<Row> {
     let mut rows = vec![];
     for &n in &o.sizes {
         let fresh = pods(n, None);
-        let cases: Vec<(&'static str, EphemeralJob, &Vec<Arc<Pod>>)> = vec![
+        let cases: Vec<(&'static str, EphemeralJob, &Vec<Arc<crate::pod::Pod>>)> = vec![
             ("new job, parallelism = pods", job(n as i32, 0), &fresh),
             ("new job, parallelism 10", job(10, 0), &fresh),
             (

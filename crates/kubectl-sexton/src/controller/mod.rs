@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::pod::Pod;
 use futures_util::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -359,6 +359,7 @@ fn ephemeral_jobs(parts: &Parts, pods: &mut PodFeed) -> Run {
         parts.scoped(),
         watcher::Config::default(),
         writer,
+        watch::slim,
         report,
         move |ev| match ev {
             Event::Apply(j) | Event::InitApply(j) => clock.arrived(j),

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::pod::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
@@ -129,8 +129,7 @@ impl Teardowns {
         warn!(pod = %key(pod), containers = ?s.teardown.running, "stuck: {message}");
         self.telemetry.count("detect", "PodStuck");
         self.telemetry
-            .event(pod, EventType::Warning, "PodStuck", "Detect", message)
-            .await;
+            .event(pod, EventType::Warning, "PodStuck", "Detect", message);
     }
 }
 

@@ -4,13 +4,16 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
+use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::error::Error;
@@ -83,6 +86,39 @@ impl Once {
     }
 }
 
+/// Events wait here for the API server. They are published by a task of their own, so
+/// that a reconciliation, and the `--concurrency` slot it holds, does not wait for a second
+/// write: with 100 swaps a second, each swap's Event POST doubled its time in the slot
+/// (BENCHMARKS.md, "Controllers at scale"). When the API server falls this far behind, new
+/// Events are dropped and counted (`events_dropped_total`), as client-go's recorder does.
+const EVENT_QUEUE: usize = 1024;
+/// Events published at once.
+const EVENT_WRITERS: usize = 8;
+
+struct Outgoing {
+    event: Event,
+    reference: ObjectReference,
+    object: String,
+}
+
+/// The queue of Events and the task that publishes them (started with the first Event,
+/// inside the runtime).
+fn publisher(recorder: Recorder) -> mpsc::Sender<Outgoing> {
+    let (tx, rx) = mpsc::channel::<Outgoing>(EVENT_QUEUE);
+    let queue =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|o| (o, rx)) });
+    tokio::spawn(queue.for_each_concurrent(EVENT_WRITERS, move |o| {
+        let recorder = recorder.clone();
+        async move {
+            if let Err(e) = recorder.publish(&o.event, &o.reference).await {
+                let reason = &o.event.reason;
+                warn!(object = %o.object, reason, error = %e, "cannot publish event (RBAC: events.k8s.io events create/patch)");
+            }
+        }
+    }));
+    tx
+}
+
 pub struct Telemetry<K: Resource>
 where
     K::DynamicType: Eq + Hash,
@@ -90,6 +126,7 @@ where
     pub controller: &'static str,
     pub metrics: Arc<Metrics>,
     recorder: Recorder,
+    events: OnceLock<mpsc::Sender<Outgoing>>,
     /// Shared with the controller's watch, which starts it.
     pub clock: Arc<Clock<K>>,
     /// Problems already reported (the Recorder would fold repeats into a series, but this
@@ -103,6 +140,7 @@ impl<K: Resource<DynamicType = ()>> Telemetry<K> {
             controller,
             metrics,
             recorder,
+            events: OnceLock::new(),
             clock: Arc::default(),
             reported: Once::default(),
         }
@@ -129,28 +167,42 @@ impl<K: Resource<DynamicType = ()>> Telemetry<K> {
     }
 
     pub fn count(&self, action: &'static str, reason: &'static str) {
+        self.count_by(action, reason, 1)
+    }
+
+    pub fn count_by(&self, action: &'static str, reason: &'static str, n: u64) {
         let labels = ActionLabels {
             controller: self.controller,
             action,
             reason,
         };
-        self.metrics.actions.get_or_create(&labels).inc();
+        self.metrics.actions.get_or_create(&labels).inc_by(n);
     }
 
     pub fn conflict(&self) {
         self.metrics.conflicts.get_or_create(&self.label()).inc();
     }
 
-    pub async fn event(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String) {
-        let ev = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note),
-            action: action.into(),
-            secondary: None,
+    /// Queues an Event about `obj` (published in the background: see [`EVENT_QUEUE`]).
+    pub fn event(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String) {
+        let out = Outgoing {
+            event: Event {
+                type_,
+                reason: reason.into(),
+                note: Some(note),
+                action: action.into(),
+                secondary: None,
+            },
+            reference: obj.object_ref(&()),
+            object: key(obj),
         };
-        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
-            warn!(object = %key(obj), reason, error = %e, "cannot publish event (RBAC: events.k8s.io events create/patch)");
+        let queue = self.events.get_or_init(|| publisher(self.recorder.clone()));
+        if queue.try_send(out).is_err() {
+            self.metrics
+                .events_dropped
+                .get_or_create(&self.label())
+                .inc();
+            warn!(object = %key(obj), reason, "event dropped: {EVENT_QUEUE} events are waiting for the API server");
         }
     }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::pod::Pod;
 use futures_util::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher::{self, Event, watcher};
@@ -57,12 +57,13 @@ impl WatchReport {
     }
 }
 
-/// The watch of `api` into `writer`'s cache, with `report` told of its progress and
-/// `each` shown every event (to start queue-latency clocks).
+/// The watch of `api` into `writer`'s cache, each object `trim`med first, with `report`
+/// told of its progress and `each` shown every event (to start queue-latency clocks).
 pub fn observed<K>(
     api: Api<K>,
     config: watcher::Config,
     writer: Writer<K>,
+    trim: fn(&mut K),
     report: WatchReport,
     mut each: impl FnMut(&Event<K>) + Send + 'static,
 ) -> impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static
@@ -71,7 +72,7 @@ where
 {
     watcher(api, config)
         .default_backoff()
-        .modify(slim)
+        .modify(trim)
         .reflect(writer)
         .inspect(move |ev| {
             report.saw(ev);
@@ -83,10 +84,19 @@ where
 
 /// What the cache does not need to keep: managedFields, and the last-applied annotation
 /// kubectl writes (often the largest part of an object).
-fn slim<K: Resource>(obj: &mut K) {
+pub fn slim<K: Resource>(obj: &mut K) {
     obj.managed_fields_mut().clear();
     obj.annotations_mut()
         .remove("kubectl.kubernetes.io/last-applied-configuration");
+}
+
+/// What the pod cache keeps of a pod's metadata: no managedFields, and only sexton's
+/// annotations (the pod's other fields are trimmed as it is decoded: `crate::pod`).
+fn slim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if let Some(a) = pod.metadata.annotations.as_mut() {
+        crate::pod::keep_own_annotations(a);
+    }
 }
 
 /// A pod event for a controller: a pod that changed (or was deleted), or the cache was
@@ -146,7 +156,7 @@ impl PodFeed {
             filled: self.filled,
             ..report
         };
-        observed(api, config, self.writer, report, each)
+        observed(api, config, self.writer, slim_pod, report, each)
             .for_each(|ev| {
                 let ev = ev.ok();
                 let to: Vec<_> = subscribers

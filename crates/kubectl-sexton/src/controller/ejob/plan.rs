@@ -4,7 +4,9 @@
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, EnvVar, EphemeralContainer, Pod};
+use k8s_openapi::api::core::v1::{EnvVar, EphemeralContainer};
+
+use crate::pod::{Container, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::core::{Selector, SelectorExt};
 
@@ -23,7 +25,7 @@ const START_ERRORS: &[&str] = &[
     "RunContainerError",
 ];
 
-fn is_ours(c: &EphemeralContainer, uid: &str) -> bool {
+fn is_ours(c: &Container, uid: &str) -> bool {
     c.env
         .as_deref()
         .unwrap_or_default()
@@ -743,8 +745,10 @@ mod tests {
     #[test]
     fn containers_carry_the_job_uid_and_selector_matches() {
         let j = job(json!({}));
-        let c = containers_for(&j);
-        assert!(is_ours(&c[0], "u-1"));
+        // as the pod holds it, once injected
+        let c: Container =
+            serde_json::from_value(serde_json::to_value(&containers_for(&j)[0]).unwrap()).unwrap();
+        assert!(is_ours(&c, "u-1"));
         let labels: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
         assert!(selector_matches(&j.spec.selector, &labels));
         assert!(!selector_matches(&j.spec.selector, &BTreeMap::new()));

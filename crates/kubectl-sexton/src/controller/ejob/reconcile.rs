@@ -2,11 +2,13 @@
 //! cache, plans (`plan.rs`), injects through the `pods/ephemeralcontainers` subresource,
 //! writes the status, and deletes the job when a TTL runs out.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::pod::Pod;
+use futures_util::{StreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
@@ -58,10 +60,13 @@ impl Ctx {
         self.telemetry.count(action, reason)
     }
 
+    fn count_by(&self, action: &'static str, reason: &'static str, n: u64) {
+        self.telemetry.count_by(action, reason, n)
+    }
+
     async fn event(&self, job: &EphemeralJob, type_: EventType, reason: &str, note: String) {
         self.telemetry
             .event(job, type_, reason, "RunEphemeralContainers", note)
-            .await
     }
 
     /// The pods of `namespace`, from the cache.
@@ -284,8 +289,12 @@ enum Injected {
     Replan,
 }
 
-/// Injects into each pod of the plan; a refusal that retrying will not change puts the
-/// job in phase Error and stops.
+/// Patches in flight at once while injecting: a job over 10 000 pods would otherwise take
+/// 10 000 round trips in a row, and the reconciliation holds the job all that time.
+const INJECT_CONCURRENCY: usize = 16;
+
+/// Injects into each pod of the plan, a few at a time; a refusal that retrying will not
+/// change puts the job in phase Error and stops (patches already sent complete).
 async fn inject_all(
     job: &EphemeralJob,
     ctx: &Ctx,
@@ -294,13 +303,30 @@ async fn inject_all(
     now: &Time,
 ) -> Result<(), Error> {
     let api: Api<Pod> = ctx.api(job);
-    for name in p.inject.clone() {
-        let rv = pods
-            .iter()
-            .find(|x| x.metadata.name.as_deref() == Some(name.as_str()))
-            .and_then(|x| x.metadata.resource_version.clone());
-        match inject(job, ctx, &api, &name, rv).await {
-            Ok(Injected::Done) => {}
+    let versions: HashMap<&str, Option<String>> = pods
+        .iter()
+        .filter_map(|x| {
+            Some((
+                x.metadata.name.as_deref()?,
+                x.metadata.resource_version.clone(),
+            ))
+        })
+        .collect();
+    let names = std::mem::take(&mut p.inject);
+    let calls = names.iter().cloned().map(|name| {
+        let rv = versions.get(name.as_str()).cloned().flatten();
+        let api = &api;
+        async move {
+            let outcome = inject(job, api, &name, rv).await;
+            (name, outcome)
+        }
+    });
+    let mut outcomes = stream::iter(calls).buffer_unordered(INJECT_CONCURRENCY);
+    let mut injected = vec![];
+    let mut result = Ok(());
+    while let Some((name, outcome)) = outcomes.next().await {
+        match outcome {
+            Ok(Injected::Done) => injected.push(name),
             Ok(Injected::Replan) => p.status.waiting -= 1,
             Err(failure @ InjectFailure::Refused { .. }) => {
                 p.status.waiting -= 1;
@@ -313,17 +339,40 @@ async fn inject_all(
             }
             Err(failure) => {
                 p.status.waiting -= 1;
-                return Err(failure.into_error(key(job)));
+                result = Err(failure.into_error(key(job)));
+                break;
             }
         }
     }
-    Ok(())
+    drop(outcomes);
+    report_injected(job, ctx, &injected).await;
+    p.inject = names;
+    result
+}
+
+/// One Event for the pods injected by one reconciliation (not one per pod: a job over
+/// 10 000 pods would write 10 000 Events).
+async fn report_injected(job: &EphemeralJob, ctx: &Ctx, pods: &[String]) {
+    const NAMED: usize = 10;
+    if pods.is_empty() {
+        return;
+    }
+    ctx.count_by("inject", "Scheduled", pods.len() as u64);
+    let names: Vec<_> = containers_for(job).into_iter().map(|c| c.name).collect();
+    let mut listed = pods[..pods.len().min(NAMED)].join(", ");
+    if pods.len() > NAMED {
+        listed.push_str(&format!(" and {} more", pods.len() - NAMED));
+    }
+    let note = format!(
+        "ephemeral containers {names:?} added to {} pod(s): {listed}",
+        pods.len()
+    );
+    ctx.event(job, EventType::Normal, "Injected", note).await;
 }
 
 /// Adds the template's containers to pod `name` (at resourceVersion `rv`).
 async fn inject(
     job: &EphemeralJob,
-    ctx: &Ctx,
     api: &Api<Pod>,
     name: &str,
     rv: Option<String>,
@@ -336,15 +385,11 @@ async fn inject(
         ..Default::default()
     };
     let err = match api
-        .patch_ephemeral_containers(name, &pp, &Patch::Strategic(&patch))
+        .patch_subresource("ephemeralcontainers", name, &pp, &Patch::Strategic(&patch))
         .await
     {
         Ok(_) => {
-            ctx.count("inject", "Scheduled");
             info!(job = %key(job), pod = %name, decision = "inject", "injected ephemeral containers");
-            let names: Vec<_> = containers.iter().map(|c| &c.name).collect();
-            let note = format!("ephemeral containers {names:?} added to pod {name}");
-            ctx.event(job, EventType::Normal, "Injected", note).await;
             return Ok(Injected::Done);
         }
         Err(e) => e,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::pod::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder};
@@ -57,8 +57,7 @@ impl Ctx {
             reason,
             "SwapImage",
             p.message.clone(),
-        )
-        .await;
+        );
     }
 }
 
@@ -192,23 +191,20 @@ async fn swapped(ctx: &Ctx, pod: &Pod, swaps: &[Swap]) {
             list(&running)
         );
         ctx.telemetry
-            .event(pod, EventType::Normal, "SidecarSwapped", "SwapImage", note)
-            .await;
+            .event(pod, EventType::Normal, "SidecarSwapped", "SwapImage", note);
     }
     if !waiting.is_empty() {
         let note = format!(
             "main containers are done and these sidecars were waiting, not running; swapped their image(s) so the pod can end: {}. The kubelet starts each replacement, which exits 0, once its back-off allows",
             list(&waiting)
         );
-        ctx.telemetry
-            .event(
-                pod,
-                EventType::Normal,
-                "SidecarSwappedWhileWaiting",
-                "SwapImage",
-                note,
-            )
-            .await;
+        ctx.telemetry.event(
+            pod,
+            EventType::Normal,
+            "SidecarSwappedWhileWaiting",
+            "SwapImage",
+            note,
+        );
     }
 }
 
