@@ -75,6 +75,16 @@ need go || { echo "Go >= 1.24 is needed to build the test control plane (testenv
 # kubectl: the machine's, else one built from the same Kubernetes release
 need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
 
+# The chart and the workflows, before the long build. helm and actionlint are built from
+# their Go modules on first use (scripts/tools.sh, cached in ~/.cache/sexton-tools);
+# actionlint runs shellcheck on the workflows' scripts. The chart's server-side dry runs
+# are in crates/kubectl-sexton/tests/chart.rs.
+need shellcheck || apt_install shellcheck
+HELM="$(scripts/tools.sh helm)"; export HELM
+"$HELM" lint --strict charts/sexton
+scripts/manifests.sh check              # deploy/ is the chart rendered
+"$(scripts/tools.sh actionlint)" .github/workflows/*.yaml
+
 # The test control plane (etcd, kube-apiserver, kube-controller-manager) for tests/api.rs:
 # built from Go modules on first use (cached in ~/.cache/sexton-testenv), started on
 # 127.0.0.1, and stopped again at the end if this run started it (with the e2e node: a
@@ -130,5 +140,8 @@ fi
 # Jobs). Only for a full run.
 if [ $# -eq 0 ]; then
   timed e2e e2e/run.sh
+  # The release, as the workflow makes it, pushed to the local test registry
+  # (scripts/release.sh: binaries, SBOM, krew manifest, chart, signed checksums, images).
+  timed release scripts/release.sh local
 fi
 echo "test.sh: minutes per step:${TIMES}"

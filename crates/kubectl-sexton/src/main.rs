@@ -12,6 +12,7 @@ mod pod;
 mod results;
 mod service_flags;
 mod stuck;
+mod version;
 mod webhook;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,7 @@ enum Command {
     Ejob(results::EjobCommand),
     /// Print the EphemeralJob CustomResourceDefinition (YAML)
     Crd,
+    Version(version::VersionFlags),
 }
 
 fn main() {
@@ -52,6 +54,7 @@ fn main() {
         Command::Doctor(flags) => doctor::main(*flags),
         Command::Ejob(cmd) => results::main(cmd),
         Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
+        Command::Version(flags) => version::main(flags),
     };
     std::process::exit(code);
 }

@@ -2029,16 +2029,3 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
         }
     }
 }
-
-#[test]
-fn ejob_crd_in_deploy_is_the_generated_one() {
-    let out = Command::new(KUBECTL_SEXTON).arg("crd").output().unwrap();
-    assert!(out.status.success());
-    let committed =
-        std::fs::read_to_string(format!("{}/deploy/crd-ephemeraljob.yaml", root())).unwrap();
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        committed,
-        "deploy/crd-ephemeraljob.yaml is stale: run `kubectl-sexton crd > deploy/crd-ephemeraljob.yaml`"
-    );
-}

@@ -1,0 +1,418 @@
+//! `kubectl sexton version`: this binary's version, and what runs in the cluster: the API
+//! server's version, the controller's and the webhook's (their Deployments' version label,
+//! image and ready replicas, found by the label `app.kubernetes.io/name` that the chart and
+//! deploy/ give them) and the EphemeralJob CRD's versions. It is what one runs when something
+//! is wrong, so whatever cannot be read becomes a line saying why ("not installed",
+//! "unreachable", "forbidden"): the command itself fails only on bad flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use serde::Serialize;
+
+use crate::inject::registry::timeout;
+use crate::{kube_client, logging};
+
+const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+const CRD_NAME: &str = "ephemeraljobs.sexton.dev";
+
+#[derive(Args, Debug)]
+#[command(
+    about = "Print the client's version, and the API server's, controller's, webhook's and EphemeralJob CRD's in the cluster"
+)]
+pub struct VersionFlags {
+    /// Only the client's version (no API server contacted)
+    #[arg(long)]
+    client: bool,
+    /// The namespace sexton is installed in
+    #[arg(short, long, default_value = "sexton-system")]
+    namespace: String,
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    #[arg(long)]
+    context: Option<String>,
+    /// How long each request to the API server may take
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = timeout)]
+    request_timeout: Duration,
+    #[arg(short, long, value_enum, default_value = "text")]
+    output: Output,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// What could be learnt about one thing on the server side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found<T> {
+    Installed(T),
+    NotInstalled { reason: String },
+    Unknown { reason: String },
+}
+
+/// `{"state": "installed", "installed": ...}` or `{"state": "notInstalled"|"unknown", "reason": ...}`.
+impl<T: Serialize> Serialize for Found<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(2))?;
+        match self {
+            Found::Installed(t) => {
+                m.serialize_entry("state", "installed")?;
+                m.serialize_entry("installed", t)?;
+            }
+            Found::NotInstalled { reason } => {
+                m.serialize_entry("state", "notInstalled")?;
+                m.serialize_entry("reason", reason)?;
+            }
+            Found::Unknown { reason } => {
+                m.serialize_entry("state", "unknown")?;
+                m.serialize_entry("reason", reason)?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// One Deployment of a component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Component {
+    pub deployment: String,
+    /// The version label, else the image's tag.
+    pub version: Option<String>,
+    pub image: Option<String>,
+    pub ready: i32,
+    pub replicas: i32,
+}
+
+/// The versions of the CRD: which the API serves, which one it stores.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Crd {
+    pub served: Vec<String>,
+    pub storage: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerReport {
+    pub api_server: Found<String>,
+    pub namespace: String,
+    pub controller: Found<Vec<Component>>,
+    pub webhook: Found<Vec<Component>>,
+    pub crd: Found<Crd>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub client: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerReport>,
+}
+
+pub fn main(flags: VersionFlags) -> i32 {
+    let report = if flags.client {
+        Report {
+            client: CLIENT_VERSION.into(),
+            server: None,
+        }
+    } else {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        let Ok(rt) = runtime else {
+            logging::stderr_line("kubectl-sexton version: cannot start the async runtime");
+            return 1;
+        };
+        Report {
+            client: CLIENT_VERSION.into(),
+            server: Some(rt.block_on(server(&flags))),
+        }
+    };
+    match flags.output {
+        Output::Text => logging::stdout_line(text(&report).trim_end()),
+        Output::Json => logging::stdout_line(
+            &serde_json::to_string_pretty(&report).expect("the report serializes"),
+        ),
+    }
+}
+
+/// The server side, each part read on its own so that one failure hides nothing else.
+async fn server(flags: &VersionFlags) -> ServerReport {
+    let namespace = flags.namespace.clone();
+    let client =
+        match kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref()).await {
+            Ok(c) => c,
+            Err(e) => return unreachable_report(namespace, e.to_string()),
+        };
+    let t = flags.request_timeout;
+    let api_server = match bounded(t, client.apiserver_version()).await {
+        Ok(info) => Found::Installed(info.git_version),
+        Err(e) => return unreachable_report(namespace, e.reason()),
+    };
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    let (controller, webhook, crd) = tokio::join!(
+        component(&deployments, "sexton-controller", t),
+        component(&deployments, "sexton-webhook", t),
+        crd(&client, t),
+    );
+    ServerReport {
+        api_server,
+        namespace,
+        controller,
+        webhook,
+        crd,
+    }
+}
+
+/// Without an API server, nothing else can be known.
+fn unreachable_report(namespace: String, reason: String) -> ServerReport {
+    let unknown = || "the API server is unreachable".to_string();
+    ServerReport {
+        api_server: Found::Unknown {
+            reason: format!("unreachable: {reason}"),
+        },
+        namespace,
+        controller: Found::Unknown { reason: unknown() },
+        webhook: Found::Unknown { reason: unknown() },
+        crd: Found::Unknown { reason: unknown() },
+    }
+}
+
+/// Why a request gave no answer.
+enum Failure {
+    Timeout(Duration),
+    Api(kube::Error),
+}
+
+impl Failure {
+    fn reason(&self) -> String {
+        match self {
+            Failure::Timeout(t) => format!("no answer within {}s", t.as_secs_f64()),
+            Failure::Api(kube::Error::Api(s)) if s.code == 403 => {
+                format!("forbidden: {}", s.message)
+            }
+            Failure::Api(e) => e.to_string(),
+        }
+    }
+
+    fn not_found(&self) -> bool {
+        matches!(self, Failure::Api(kube::Error::Api(s)) if s.code == 404)
+    }
+}
+
+async fn bounded<T>(
+    t: Duration,
+    request: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, Failure> {
+    match tokio::time::timeout(t, request).await {
+        Ok(r) => r.map_err(Failure::Api),
+        Err(_) => Err(Failure::Timeout(t)),
+    }
+}
+
+async fn component(api: &Api<Deployment>, name: &str, t: Duration) -> Found<Vec<Component>> {
+    let selector = format!("app.kubernetes.io/name={name}");
+    match bounded(t, api.list(&ListParams::default().labels(&selector))).await {
+        Ok(list) if list.items.is_empty() => Found::NotInstalled {
+            reason: format!("no Deployment labelled {selector}"),
+        },
+        Ok(list) => Found::Installed(list.items.iter().map(component_of).collect()),
+        Err(e) => Found::Unknown { reason: e.reason() },
+    }
+}
+
+async fn crd(client: &Client, t: Duration) -> Found<Crd> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match bounded(t, api.get(CRD_NAME)).await {
+        Ok(crd) => Found::Installed(crd_of(&crd)),
+        Err(e) if e.not_found() => Found::NotInstalled {
+            reason: format!("no CustomResourceDefinition {CRD_NAME}"),
+        },
+        Err(e) => Found::Unknown { reason: e.reason() },
+    }
+}
+
+/// A component's version as its Deployment states it: the version label the chart sets,
+/// else the tag of its first container's image.
+pub fn component_of(d: &Deployment) -> Component {
+    let image = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone());
+    let label = d
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("app.kubernetes.io/version"))
+        .cloned();
+    let status = d.status.as_ref();
+    Component {
+        deployment: d.metadata.name.clone().unwrap_or_default(),
+        version: label.or_else(|| image.as_deref().and_then(image_tag).map(str::to_string)),
+        image,
+        ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
+        replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+    }
+}
+
+/// The tag of an image reference (`registry:5000/name:tag@digest` gives `tag`), if it has one.
+pub fn image_tag(image: &str) -> Option<&str> {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    last.split_once(':').map(|(_, tag)| tag)
+}
+
+pub fn crd_of(crd: &CustomResourceDefinition) -> Crd {
+    let versions = &crd.spec.versions;
+    Crd {
+        served: versions
+            .iter()
+            .filter(|v| v.served)
+            .map(|v| v.name.clone())
+            .collect(),
+        storage: versions.iter().find(|v| v.storage).map(|v| v.name.clone()),
+    }
+}
+
+/// The report as aligned lines, one per component (and per Deployment of one).
+pub fn text(r: &Report) -> String {
+    let mut lines = vec![("client", format!("kubectl-sexton {}", r.client))];
+    if let Some(s) = &r.server {
+        lines.push(("api server", found(&s.api_server, |v| v.clone())));
+        for (what, found_) in [("controller", &s.controller), ("webhook", &s.webhook)] {
+            let rows: Vec<String> = match found_ {
+                Found::Installed(cs) => {
+                    cs.iter().map(|c| component_line(c, &s.namespace)).collect()
+                }
+                other => vec![found(other, |_| String::new())],
+            };
+            lines.extend(rows.into_iter().map(|row| (what, row)));
+        }
+        lines.push(("crd", found(&s.crd, crd_line)));
+    }
+    let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    lines
+        .iter()
+        .map(|(k, v)| format!("{:width$} {v}\n", format!("{k}:")))
+        .collect()
+}
+
+fn found<T>(f: &Found<T>, installed: impl Fn(&T) -> String) -> String {
+    match f {
+        Found::Installed(t) => installed(t),
+        Found::NotInstalled { reason } => format!("not installed ({reason})"),
+        Found::Unknown { reason } => format!("unknown ({reason})"),
+    }
+}
+
+fn component_line(c: &Component, namespace: &str) -> String {
+    format!(
+        "{} (deployment {namespace}/{}, image {}, {}/{} ready)",
+        c.version.as_deref().unwrap_or("unknown version"),
+        c.deployment,
+        c.image.as_deref().unwrap_or("none"),
+        c.ready,
+        c.replicas
+    )
+}
+
+fn crd_line(c: &Crd) -> String {
+    format!(
+        "{CRD_NAME} {} (served: {}; stored: {})",
+        c.storage.as_deref().unwrap_or("-"),
+        if c.served.is_empty() {
+            "none".to_string()
+        } else {
+            c.served.join(", ")
+        },
+        c.storage.as_deref().unwrap_or("none")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_tags() {
+        assert_eq!(
+            image_tag("ghcr.io/sexton-dev/kubectl-sexton:0.1.0"),
+            Some("0.1.0")
+        );
+        assert_eq!(image_tag("127.0.0.1:15000/kubectl-sexton:1.2"), Some("1.2"));
+        assert_eq!(image_tag("127.0.0.1:15000/kubectl-sexton"), None);
+        assert_eq!(image_tag("kubectl-sexton:0.1.0@sha256:ab"), Some("0.1.0"));
+        assert_eq!(image_tag("busybox"), None);
+    }
+
+    fn deployment(labels: &[(&str, &str)], image: &str, ready: Option<i32>) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "sexton-controller", "labels": labels.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()},
+            "spec": {
+                "replicas": 2,
+                "selector": {},
+                "template": {"spec": {"containers": [{"name": "c", "image": image}]}}
+            },
+            "status": {"readyReplicas": ready}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_component_is_versioned_by_its_label_else_its_image_tag() {
+        let labelled = deployment(
+            &[("app.kubernetes.io/version", "0.2.0")],
+            "x:0.1.0",
+            Some(2),
+        );
+        assert_eq!(component_of(&labelled).version.as_deref(), Some("0.2.0"));
+        let plain = deployment(&[], "x:0.1.0", None);
+        let c = component_of(&plain);
+        assert_eq!(c.version.as_deref(), Some("0.1.0"));
+        assert_eq!((c.ready, c.replicas), (0, 2));
+        assert_eq!(component_of(&deployment(&[], "x", None)).version, None);
+    }
+
+    #[test]
+    fn the_text_has_a_line_per_part_and_says_why_one_is_missing() {
+        let r = Report {
+            client: "0.1.0".into(),
+            server: Some(ServerReport {
+                api_server: Found::Installed("v1.34.4".into()),
+                namespace: "sexton-system".into(),
+                controller: Found::Installed(vec![Component {
+                    deployment: "sexton-controller".into(),
+                    version: Some("0.1.0".into()),
+                    image: Some("i:0.1.0".into()),
+                    ready: 1,
+                    replicas: 2,
+                }]),
+                webhook: Found::NotInstalled {
+                    reason: "no Deployment labelled app.kubernetes.io/name=sexton-webhook".into(),
+                },
+                crd: Found::Unknown {
+                    reason: "forbidden: no".into(),
+                },
+            }),
+        };
+        assert_eq!(
+            text(&r),
+            "client:     kubectl-sexton 0.1.0\n\
+             api server: v1.34.4\n\
+             controller: 0.1.0 (deployment sexton-system/sexton-controller, image i:0.1.0, 1/2 ready)\n\
+             webhook:    not installed (no Deployment labelled app.kubernetes.io/name=sexton-webhook)\n\
+             crd:        unknown (forbidden: no)\n"
+        );
+    }
+}

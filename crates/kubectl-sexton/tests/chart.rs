@@ -1,0 +1,553 @@
+//! The Helm chart `charts/sexton`: its versions are the workspace's, its CRD is the one the
+//! binary generates, deploy/ is its rendering, it lints, and each certificate mode of the
+//! webhook (and the optional parts) applies with a server-side dry run against the real
+//! test API server, in a namespace at the `restricted` Pod Security level, with strict
+//! field validation. `helm` is built from its Go module by scripts/tools.sh (cached).
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use testbed::*;
+
+const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
+/// This checkout (not testbed's, which may have been built in another worktree).
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn chart() -> String {
+    format!("{ROOT}/charts/sexton")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The helm binary (scripts/tools.sh builds it once and caches it).
+fn helm_bin() -> &'static str {
+    static HELM: OnceLock<String> = OnceLock::new();
+    HELM.get_or_init(|| {
+        let out = Command::new(format!("{ROOT}/scripts/tools.sh"))
+            .arg("helm")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tools.sh helm: {}", text(&out.stderr));
+        text(&out.stdout).trim().to_string()
+    })
+}
+
+fn helm(args: &[&str]) -> Output {
+    Command::new(helm_bin())
+        .env("KUBECONFIG", &testenv().kubeconfig)
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("sexton-helm-cache"),
+        )
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `helm template` of the chart into `namespace` with `--set` values; panics if it fails.
+fn render(namespace: &str, set: &[&str]) -> String {
+    let out = try_render(namespace, set);
+    assert!(
+        out.status.success(),
+        "helm template {set:?}: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn try_render(namespace: &str, set: &[&str]) -> Output {
+    let chart = chart();
+    let mut args = vec!["template", "sexton", &chart, "--namespace", namespace];
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    helm(&args)
+}
+
+fn objects(yaml: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(yaml)
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    objs.iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+}
+
+fn get<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    find(objs, kind, name).unwrap_or_else(|| panic!("no {kind} {name} rendered"))
+}
+
+fn args_of(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `kubectl apply --server-side --dry-run=server` of `yaml`; returns stdout, panics with
+/// stderr if refused, or if the API server warned about Pod Security or deprecations.
+fn dry_run(yaml: &str) -> String {
+    let mut child = Command::new("kubectl")
+        .env("KUBECONFIG", &testenv().kubeconfig)
+        .args([
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--field-manager=sexton-chart-test",
+            // (cluster-wide objects of the same names may exist, applied by other tests;
+            // a dry run takes their fields over without keeping anything)
+            "--force-conflicts",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "dry run refused: {err}");
+    assert!(
+        !err.contains("PodSecurity") && !err.contains("deprecated"),
+        "warnings: {err}"
+    );
+    text(&out.stdout)
+}
+
+/// The real binary accepts the arguments each rendered Deployment gives it: run with them
+/// and a kubeconfig that does not exist, it gets past the flags (no usage error) and stops
+/// at the kubeconfig.
+fn binary_accepts_the_arguments(objs: &[Value]) {
+    for d in objs.iter().filter(|o| o["kind"] == "Deployment") {
+        let args = args_of(d);
+        let out = Command::new(KUBECTL_SEXTON)
+            .args(&args)
+            .arg("--kubeconfig=/nonexistent/kubeconfig")
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran without a kubeconfig");
+        assert!(
+            !err.contains("Usage:") && err.contains("/nonexistent/kubeconfig"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// A fresh namespace at the `restricted` Pod Security level, deleted on drop (a server dry
+/// run cannot create objects in a namespace that does not exist).
+struct Ns(String);
+
+impl Ns {
+    fn new(test: &str) -> Ns {
+        let name = format!("it-chart-{test}-{}", std::process::id());
+        let out = kubectl(&["create", "namespace", &name]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let out = kubectl(&[
+            "label",
+            "namespace",
+            &name,
+            "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/warn=restricted",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        Ns(name)
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"]);
+    }
+}
+
+/// The stand-in CRDs of cert-manager and the Prometheus Operator (tests/chart/), applied for
+/// real once per test process and left installed (cluster-wide, idempotent).
+fn stand_in_crds() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let file = format!("{ROOT}/crates/kubectl-sexton/tests/chart/stand-in-crds.yaml");
+        for args in [
+            vec!["apply", "--server-side", "-f", &file],
+            vec![
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "crd/certificates.cert-manager.io",
+                "crd/issuers.cert-manager.io",
+                "crd/servicemonitors.monitoring.coreos.com",
+            ],
+        ] {
+            let out = kubectl(&args);
+            assert!(
+                out.status.success(),
+                "kubectl {args:?}: {}",
+                text(&out.stderr)
+            );
+        }
+    });
+}
+
+#[test]
+fn chart_version_and_app_version_are_the_workspace_version() {
+    let chart: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(format!("{}/Chart.yaml", chart())).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(chart["version"], VERSION, "Chart.yaml version");
+    assert_eq!(chart["appVersion"], VERSION, "Chart.yaml appVersion");
+    // and the images default to that tag
+    let objs = objects(&render("sexton-system", &[]));
+    let d = get(&objs, "Deployment", "sexton-controller");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        format!("ghcr.io/sexton-dev/kubectl-sexton:{VERSION}")
+    );
+    assert!(
+        args_of(d).contains(&format!(
+            "--quick-exit-image=ghcr.io/sexton-dev/sexton-quick-exit:{VERSION}"
+        )),
+        "{:?}",
+        args_of(d)
+    );
+    let w = get(&objs, "Deployment", "sexton-webhook");
+    assert!(args_of(w).contains(&format!(
+        "--sexton-image=ghcr.io/sexton-dev/sexton:{VERSION}"
+    )));
+}
+
+#[test]
+fn chart_crd_is_the_generated_one() {
+    let out = Command::new(KUBECTL_SEXTON).arg("crd").output().unwrap();
+    assert!(out.status.success());
+    let committed =
+        std::fs::read_to_string(format!("{}/files/crd-ephemeraljob.yaml", chart())).unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        committed,
+        "charts/sexton/files/crd-ephemeraljob.yaml is stale: run `kubectl-sexton crd > charts/sexton/files/crd-ephemeraljob.yaml`, then scripts/manifests.sh"
+    );
+}
+
+#[test]
+fn deploy_is_the_chart_rendered() {
+    let out = Command::new(format!("{ROOT}/scripts/manifests.sh"))
+        .arg("check")
+        .env("HELM", helm_bin())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn chart_lints_in_every_certificate_mode() {
+    let chart = chart();
+    for set in [
+        vec![],
+        vec![
+            "webhook.certificate=secret",
+            "webhook.tls.secretName=tls",
+            "webhook.tls.caBundle=Cg==",
+        ],
+        vec!["webhook.certificate=cert-manager"],
+        vec![
+            "metrics.serviceMonitor.enabled=true",
+            "controller.watchNamespace=apps",
+        ],
+    ] {
+        let mut args = vec!["lint", "--strict", &chart];
+        for s in &set {
+            args.extend(["--set", s]);
+        }
+        let out = helm(&args);
+        assert!(
+            out.status.success(),
+            "helm lint {set:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn default_values_apply_with_server_dry_run() {
+    let ns = Ns::new("default");
+    let yaml = render(&ns.0, &[]);
+    let objs = objects(&yaml);
+    // self-managed certificate: the webhook writes the Secret and the caBundle itself
+    let w = get(&objs, "Deployment", "sexton-webhook");
+    let args = args_of(w);
+    for a in [
+        "webhook",
+        "--self-managed-tls",
+        "--tls-secret=sexton-webhook-tls",
+        "--webhook-configuration=sexton-webhook",
+        "--service=sexton-webhook",
+    ] {
+        assert!(args.contains(&a.to_string()), "{a} missing: {args:?}");
+    }
+    let role = get(&objs, "Role", "sexton-webhook-tls");
+    assert_eq!(role["rules"][0]["resourceNames"][0], "sexton-webhook-tls");
+    let mwc = get(&objs, "MutatingWebhookConfiguration", "sexton-webhook");
+    assert!(mwc["webhooks"][0]["clientConfig"]["caBundle"].is_null());
+    assert_eq!(
+        mwc["webhooks"][0]["clientConfig"]["service"]["namespace"],
+        ns.0.as_str()
+    );
+    // never the webhook's own namespace nor kube-system
+    let excluded = &mwc["webhooks"][1]["namespaceSelector"]["matchExpressions"][1];
+    assert_eq!(excluded["operator"], "NotIn");
+    assert_eq!(excluded["values"], serde_json::json!(["kube-system", ns.0]));
+    let c = get(&objs, "Deployment", "sexton-controller");
+    assert_eq!(args_of(c)[0], "controller");
+    assert!(args_of(c).contains(&"--leader-elect-name=sexton-controller".to_string()));
+    get(&objs, "PodDisruptionBudget", "sexton-controller");
+    get(&objs, "PodDisruptionBudget", "sexton-webhook");
+    get(
+        &objs,
+        "CustomResourceDefinition",
+        "ephemeraljobs.sexton.dev",
+    );
+    binary_accepts_the_arguments(&objs);
+
+    let applied = dry_run(&yaml);
+    for kind in [
+        "customresourcedefinition.apiextensions.k8s.io/ephemeraljobs.sexton.dev",
+        "deployment.apps/sexton-controller",
+        "deployment.apps/sexton-webhook",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/sexton-webhook",
+        "poddisruptionbudget.policy/sexton-webhook",
+        "service/sexton-webhook",
+        "role.rbac.authorization.k8s.io/sexton-webhook-tls",
+    ] {
+        assert!(applied.contains(kind), "{kind} missing: {applied}");
+    }
+}
+
+#[test]
+fn secret_certificate_mode_applies_with_server_dry_run() {
+    let ns = Ns::new("secret");
+    let ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
+    let ca_set = format!("webhook.tls.caBundle={ca}");
+    let yaml = render(
+        &ns.0,
+        &[
+            "webhook.certificate=secret",
+            "webhook.tls.secretName=my-tls",
+            &ca_set,
+        ],
+    );
+    let objs = objects(&yaml);
+    let w = get(&objs, "Deployment", "sexton-webhook");
+    let args = args_of(w);
+    assert!(
+        args.contains(&"--tls-cert-file=/etc/sexton/tls/tls.crt".to_string()),
+        "{args:?}"
+    );
+    assert!(!args.iter().any(|a| a == "--self-managed-tls"), "{args:?}");
+    assert_eq!(
+        w["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
+        "my-tls"
+    );
+    let mwc = get(&objs, "MutatingWebhookConfiguration", "sexton-webhook");
+    for hook in mwc["webhooks"].as_array().unwrap() {
+        assert_eq!(hook["clientConfig"]["caBundle"], ca);
+    }
+    // no self-managed rights: no Secret role, no patching of the configuration
+    assert!(find(&objs, "Role", "sexton-webhook-tls").is_none());
+    let role = get(&objs, "ClusterRole", "sexton-webhook");
+    assert!(
+        !role.to_string().contains("mutatingwebhookconfigurations"),
+        "{role}"
+    );
+    binary_accepts_the_arguments(&objs);
+    dry_run(&yaml);
+}
+
+#[test]
+fn cert_manager_mode_applies_with_server_dry_run() {
+    stand_in_crds();
+    let ns = Ns::new("cert-manager");
+    let yaml = render(&ns.0, &["webhook.certificate=cert-manager"]);
+    let objs = objects(&yaml);
+    let cert = get(&objs, "Certificate", "sexton-webhook");
+    assert_eq!(cert["spec"]["secretName"], "sexton-webhook-tls");
+    assert_eq!(
+        cert["spec"]["issuerRef"]["name"],
+        "sexton-webhook-selfsigned"
+    );
+    assert_eq!(
+        cert["spec"]["dnsNames"][0],
+        format!("sexton-webhook.{}.svc", ns.0)
+    );
+    get(&objs, "Issuer", "sexton-webhook-selfsigned");
+    let mwc = get(&objs, "MutatingWebhookConfiguration", "sexton-webhook");
+    assert_eq!(
+        mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!("{}/sexton-webhook", ns.0)
+    );
+    let w = get(&objs, "Deployment", "sexton-webhook");
+    assert_eq!(
+        w["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
+        "sexton-webhook-tls"
+    );
+    binary_accepts_the_arguments(&objs);
+    let applied = dry_run(&yaml);
+    assert!(
+        applied.contains("certificate.cert-manager.io/sexton-webhook"),
+        "{applied}"
+    );
+
+    // a cluster issuer of one's own: no Issuer of the chart's
+    let yaml = render(
+        &ns.0,
+        &[
+            "webhook.certificate=cert-manager",
+            "webhook.tls.certManager.issuerRef.name=corp-ca",
+            "webhook.tls.certManager.issuerRef.kind=ClusterIssuer",
+        ],
+    );
+    let objs = objects(&yaml);
+    assert!(find(&objs, "Issuer", "sexton-webhook-selfsigned").is_none());
+    assert_eq!(
+        get(&objs, "Certificate", "sexton-webhook")["spec"]["issuerRef"]["kind"],
+        "ClusterIssuer"
+    );
+    dry_run(&yaml);
+}
+
+#[test]
+fn values_reach_the_objects_and_apply() {
+    stand_in_crds();
+    let ns = Ns::new("values");
+    let yaml = render(
+        &ns.0,
+        &[
+            "ephemeralJob.ttlSecondsAfterFinished=60",
+            "controller.watchNamespace=apps",
+            "controller.replicas=1",
+            "controller.leaderElection.enabled=false",
+            "image.registry=registry.example:5000",
+            "image.tag=9.9.9",
+            "controller.quickExitImage.digest=sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            "controller.nodeSelector.kubernetes\\.io/arch=arm64",
+            "webhook.tolerations[0].key=dedicated",
+            "webhook.tolerations[0].operator=Exists",
+            "webhook.annotatedPods=false",
+            "metrics.serviceMonitor.enabled=true",
+        ],
+    );
+    let objs = objects(&yaml);
+    let crd = get(
+        &objs,
+        "CustomResourceDefinition",
+        "ephemeraljobs.sexton.dev",
+    );
+    let ttl = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["ttlSecondsAfterFinished"];
+    assert_eq!(ttl["default"], 60);
+    assert_eq!(
+        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    // one namespace watched: a Role there, no ClusterRole; no leader election
+    let role = get(&objs, "Role", "sexton-controller");
+    assert_eq!(role["metadata"]["namespace"], "apps");
+    assert!(find(&objs, "ClusterRole", "sexton-controller").is_none());
+    assert!(find(&objs, "Role", "sexton-controller-leader-election").is_none());
+    assert!(find(&objs, "PodDisruptionBudget", "sexton-controller").is_none());
+    let c = get(&objs, "Deployment", "sexton-controller");
+    let args = args_of(c);
+    assert!(args.contains(&"--namespace=apps".to_string()), "{args:?}");
+    assert!(!args.contains(&"--leader-elect".to_string()), "{args:?}");
+    assert!(args.contains(
+        &"--quick-exit-image=ghcr.io/sexton-dev/sexton-quick-exit@sha256:0000000000000000000000000000000000000000000000000000000000000000".to_string()
+    ));
+    let pod = &c["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "registry.example:5000/sexton-dev/kubectl-sexton:9.9.9"
+    );
+    assert_eq!(pod["nodeSelector"]["kubernetes.io/arch"], "arm64");
+    let w = get(&objs, "Deployment", "sexton-webhook");
+    assert_eq!(
+        w["spec"]["template"]["spec"]["tolerations"][0]["key"],
+        "dedicated"
+    );
+    let mwc = get(&objs, "MutatingWebhookConfiguration", "sexton-webhook");
+    assert_eq!(
+        mwc["webhooks"].as_array().unwrap().len(),
+        1,
+        "annotatedPods=false"
+    );
+    get(&objs, "ServiceMonitor", "sexton-controller");
+    get(&objs, "ServiceMonitor", "sexton-webhook");
+    binary_accepts_the_arguments(&objs);
+
+    // The Role lives in the watched namespace, which must exist for the dry run.
+    let apps = Ns::new("apps");
+    let yaml = yaml.replace("namespace: apps", &format!("namespace: {}", apps.0));
+    let applied = dry_run(&yaml);
+    assert!(
+        applied.contains("servicemonitor.monitoring.coreos.com/sexton-webhook"),
+        "{applied}"
+    );
+}
+
+#[test]
+fn bad_values_are_refused_naming_the_value() {
+    for (set, needle) in [
+        (vec!["webhook.certificate=acme"], "/webhook/certificate"),
+        (
+            vec!["webhook.certificate=secret", "webhook.tls.caBundle=Cg=="],
+            "webhook.tls.secretName",
+        ),
+        (
+            vec!["webhook.certificate=secret", "webhook.tls.secretName=x"],
+            "webhook.tls.caBundle",
+        ),
+        (
+            vec!["controller.leaderElection.enabled=false"],
+            "controller.leaderElection.enabled",
+        ),
+        (
+            vec!["ephemeralJob.ttlSecondsAfterFinished=-1"],
+            "/ephemeralJob/ttlSecondsAfterFinished",
+        ),
+        (
+            vec!["controller.controllers={sidecar-terminator,cronjob}"],
+            "/controller/controllers",
+        ),
+        (
+            vec!["webhook.namespaceSelector.matchExpressions[0].operator=Exists"],
+            "webhook.namespaceSelector",
+        ),
+    ] {
+        let out = try_render("sexton-system", &set);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{set:?} accepted");
+        assert!(
+            err.contains(needle),
+            "{set:?}: error does not name {needle}: {err}"
+        );
+    }
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The release and chart tools, built from their own sources at pinned versions (Go modules
+# from the module proxy, a crate from crates.io) and cached outside the repository, as
+# scripts/testenv.sh does for the control plane. Prints the path of the binary.
+#
+#   scripts/tools.sh helm              helm (charts/sexton: lint, template)
+#   scripts/tools.sh actionlint        actionlint (.github/workflows)
+#   scripts/tools.sh cosign            cosign (signs SHA256SUMS in scripts/release.sh)
+#   scripts/tools.sh cargo-cyclonedx   cargo-cyclonedx (the SBOM in scripts/release.sh)
+#   scripts/tools.sh krew              krew (installs the plugin manifest in scripts/release.sh)
+#   scripts/tools.sh versions          the pinned versions, one `name version` a line
+#
+# Each binary goes to $SEXTON_TOOLS_CACHE/NAME-VERSION/NAME (default ~/.cache/sexton-tools),
+# built once: a new version is a new directory. The Go modules have no `replace`
+# directives, so `go install MODULE/cmd/NAME@VERSION` builds them with their own go.mod and
+# go.sum, checked against the checksum database.
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
+LIB_NAME=tools
+
+HELM_VERSION=v4.3.1
+ACTIONLINT_VERSION=v1.7.12
+COSIGN_VERSION=v3.1.3
+CYCLONEDX_VERSION=0.5.9
+KREW_VERSION=v0.4.3
+
+TOOLS="${SEXTON_TOOLS_CACHE:-$HOME/.cache/sexton-tools}"
+
+# go_tool NAME PACKAGE@VERSION [LDFLAGS]: builds NAME unless cached, prints its path.
+go_tool() {
+  local name=$1 pkg=$2 ldflags="-s -w ${3:-}"
+  local dir="$TOOLS/$name-${pkg##*@}"
+  if [ ! -x "$dir/$name" ]; then
+    command -v go >/dev/null || die "go is needed to build $name (Go >= 1.26: $pkg)"
+    log "building $pkg into $dir"
+    local start=$SECONDS
+    mkdir -p "$dir"
+    GOBIN="$dir/.tmp" GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+      go install -trimpath -ldflags "$ldflags" "$pkg" >&2 || die "building $pkg failed"
+    mv "$dir/.tmp/$name" "$dir/$name"
+    rmdir "$dir/.tmp"
+    log "built $name in $((SECONDS - start))s"
+  fi
+  echo "$dir/$name"
+}
+
+case "${1:-}" in
+  helm)
+    # (helm prints this version; without it, `helm version` says v4 "unreleased")
+    go_tool helm "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" \
+      "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
+  actionlint)
+    go_tool actionlint "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION" \
+      "-X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION" ;;
+  cosign)
+    go_tool cosign "github.com/sigstore/cosign/v3/cmd/cosign@$COSIGN_VERSION" \
+      "-X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION" ;;
+  krew)
+    go_tool krew "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" \
+      "-X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION" ;;
+  cargo-cyclonedx)
+    dir="$TOOLS/cargo-cyclonedx-$CYCLONEDX_VERSION"
+    if [ ! -x "$dir/bin/cargo-cyclonedx" ]; then
+      log "building cargo-cyclonedx $CYCLONEDX_VERSION into $dir"
+      start=$SECONDS
+      # (from outside the repository: its .cargo/config.toml is not for this crate)
+      mkdir -p "$dir" && cd "$dir"
+      nice -n 10 cargo install --quiet --locked --root "$dir" --version "$CYCLONEDX_VERSION" cargo-cyclonedx >&2 \
+        || die "building cargo-cyclonedx failed"
+      log "built cargo-cyclonedx in $((SECONDS - start))s"
+    fi
+    echo "$dir/bin/cargo-cyclonedx" ;;
+  versions)
+    printf '%s %s\n' helm "$HELM_VERSION" actionlint "$ACTIONLINT_VERSION" \
+      cosign "$COSIGN_VERSION" cargo-cyclonedx "$CYCLONEDX_VERSION" krew "$KREW_VERSION" ;;
+  *) echo "usage: $0 helm|actionlint|cosign|cargo-cyclonedx|krew|versions" >&2; exit 2 ;;
+esac
