@@ -685,7 +685,7 @@ fn graveyard_removed_while_running() {
         pod.wait_born("sidecar");
         pod.wait_file("term.started");
 
-        fs::remove_dir_all(&pod.graveyard).unwrap();
+        remove_while_recreated(&pod.graveyard);
         fs::write(pod.path("fifo"), "go\n").unwrap();
         assert_eq!(main.wait(), 3, "{watch}: {}", main.logs());
         let st = sidecar.wait_status(Duration::from_secs(5));
@@ -711,6 +711,23 @@ fn graveyard_removed_while_running() {
             sidecar.logs()
         );
     }
+}
+
+/// Removes `dir` although sexton may re-create it (and files in it) while it is being
+/// removed: `remove_dir_all` then fails ("not empty", or "not found" for an entry that
+/// went meanwhile); retried until one removal went through, bounded.
+fn remove_while_recreated(dir: &std::path::Path) {
+    for _ in 0..50 {
+        match fs::remove_dir_all(dir) {
+            Ok(()) => return,
+            Err(_) if !dir.exists() => return,
+            Err(_) => std::thread::yield_now(),
+        }
+    }
+    panic!(
+        "could not remove {} while sexton re-created it",
+        dir.display()
+    );
 }
 
 // ---------------------------------------------------------------------------------------
