@@ -12,8 +12,6 @@ use serde_json::Value;
 use testbed::*;
 
 const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
-/// This checkout (not testbed's, which may have been built in another worktree).
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 fn chart() -> String {
@@ -22,19 +20,6 @@ fn chart() -> String {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// The helm binary (scripts/tools.sh builds it once and caches it).
-fn helm_bin() -> &'static str {
-    static HELM: OnceLock<String> = OnceLock::new();
-    HELM.get_or_init(|| {
-        let out = Command::new(format!("{ROOT}/scripts/tools.sh"))
-            .arg("helm")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "tools.sh helm: {}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    })
 }
 
 fn helm(args: &[&str]) -> Output {

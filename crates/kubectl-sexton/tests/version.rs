@@ -6,14 +6,11 @@
 
 use std::net::TcpListener;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use serde_json::Value;
 use testbed::*;
 
 const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
-/// This checkout (not testbed's, which may have been built in another worktree).
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 fn text(b: &[u8]) -> String {
@@ -36,18 +33,6 @@ fn line<'a>(out: &'a str, part: &str) -> &'a str {
     out.lines()
         .find(|l| l.starts_with(&format!("{part}:")))
         .unwrap_or_else(|| panic!("no {part} line: {out}"))
-}
-
-fn helm_bin() -> &'static str {
-    static HELM: OnceLock<String> = OnceLock::new();
-    HELM.get_or_init(|| {
-        let out = Command::new(format!("{ROOT}/scripts/tools.sh"))
-            .arg("helm")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "tools.sh helm: {}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    })
 }
 
 /// A release of the chart with the controller only (the CRD is the test process's, the

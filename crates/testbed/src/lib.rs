@@ -24,6 +24,21 @@ pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 pub const TESTENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/testenv.sh");
 
+/// The helm binary of `scripts/tools.sh` (built from its Go module on first use and
+/// cached), asked for once per test process.
+pub fn helm_bin() -> &'static str {
+    static HELM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HELM.get_or_init(|| {
+        let out = std::process::Command::new(format!("{ROOT}/scripts/tools.sh"))
+            .arg("helm")
+            .output()
+            .expect("running scripts/tools.sh");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+        assert!(out.status.success(), "tools.sh helm: {}", text(&out.stderr));
+        text(&out.stdout)
+    })
+}
+
 /// The bound of every wait in the tests.
 pub const TIMEOUT: Duration = Duration::from_secs(15);
 
