@@ -4,8 +4,7 @@
 //! test API server, in a namespace at the `restricted` Pod Security level, with strict
 //! field validation. `helm` is built from its Go module by scripts/tools.sh (cached).
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -83,31 +82,22 @@ fn args_of(deployment: &Value) -> Vec<String> {
 /// `kubectl apply --server-side --dry-run=server` of `yaml`; returns stdout, panics with
 /// stderr if refused, or if the API server warned about Pod Security or deprecations.
 fn dry_run(yaml: &str) -> String {
-    let mut child = Command::new("kubectl")
-        .env("KUBECONFIG", &testenv().kubeconfig)
-        .args([
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--field-manager=sexton-chart-test",
-            // (cluster-wide objects of the same names may exist, applied by other tests;
-            // a dry run takes their fields over without keeping anything)
-            "--force-conflicts",
-            "-f",
-            "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_input(
+        Command::new("kubectl")
+            .env("KUBECONFIG", &testenv().kubeconfig)
+            .args([
+                "apply",
+                "--server-side",
+                "--dry-run=server",
+                "--field-manager=sexton-chart-test",
+                // (cluster-wide objects of the same names may exist, applied by other tests;
+                // a dry run takes their fields over without keeping anything)
+                "--force-conflicts",
+                "-f",
+                "-",
+            ]),
+        yaml.as_bytes(),
+    );
     let err = text(&out.stderr);
     assert!(out.status.success(), "dry run refused: {err}");
     assert!(

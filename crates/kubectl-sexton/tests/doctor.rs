@@ -5,9 +5,8 @@
 //! an old-style webhook that strips `restartPolicy` (testenv/old-webhook, as the webhook
 //! tests do), adds a virtual-kubelet Node, and takes rights away with a ServiceAccount.
 
-use std::io::Write;
 use std::net::TcpListener;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -27,23 +26,13 @@ fn text(b: &[u8]) -> String {
 
 /// `kubectl-sexton doctor ARGS`, with `stdin` if given.
 fn doctor(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(KUBECTL_SEXTON)
-        .arg("doctor")
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    // (a doctor that refuses its arguments exits without reading its input)
-    match input.write_all(stdin.unwrap_or("").as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("writing stdin: {e}"),
-        _ => {}
-    }
-    drop(input);
-    child.wait_with_output().unwrap()
+    output_with_input(
+        Command::new(KUBECTL_SEXTON)
+            .arg("doctor")
+            .args(args)
+            .env_remove("KUBECONFIG"),
+        stdin.unwrap_or("").as_bytes(),
+    )
 }
 
 /// The doctor against the test cluster for namespace `ns` (admin unless `kubeconfig`), as JSON.

@@ -2,31 +2,17 @@
 //! the examples kept equal to the generated output, and every injected manifest accepted by
 //! the real test API server (server-side dry run, Pod Security `restricted` included).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
-use testbed::{ROOT, Scratch, kubectl, testenv};
+use testbed::{ROOT, Scratch, kubectl, output_with_input, testenv};
 
 const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
 
 /// Runs `kubectl-sexton ARGS` with `stdin`.
 fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(KUBECTL_SEXTON)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    output_with_input(Command::new(KUBECTL_SEXTON).args(args), stdin.as_bytes())
 }
 
 fn text(b: &[u8]) -> String {

@@ -39,6 +39,27 @@ pub fn helm_bin() -> &'static str {
     })
 }
 
+/// Runs `cmd` with `input` on its stdin and its output captured. A program that exits
+/// without reading its input (refusing its arguments, say) is not a failure of the test:
+/// the broken pipe is ignored, and the program's own exit status tells.
+pub fn output_with_input(cmd: &mut std::process::Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the command");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    match stdin.write_all(input) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("writing stdin: {e}"),
+        _ => {}
+    }
+    drop(stdin);
+    child.wait_with_output().expect("waiting for the command")
+}
+
 /// The bound of every wait in the tests.
 pub const TIMEOUT: Duration = Duration::from_secs(15);
 
