@@ -13,6 +13,8 @@
 #   bench/scale.sh --no-kruise       without the anchor
 #   bench/scale.sh --no-write        leave BENCHMARKS.md alone (results in target/bench/)
 #   bench/scale.sh --keep            leave the test API server running afterwards
+#   bench/scale.sh --profile         a CPU profile of the API server in each window
+#                                    (target/bench/scale/apiserver-*.pprof, and -top.txt)
 #
 # The controller and the harness are built from a clean export of the commit (`git archive`
 # into ~/.cache/sexton-bench/scale-src, target directory ~/.cache/sexton-bench/target-scale),
@@ -45,14 +47,16 @@ while [ $# -gt 0 ]; do
     --no-kruise) KRUISE=0; shift ;;
     --no-write) WRITE=0; shift ;;
     --keep) KEEP=1; shift ;;
+    --profile) export SEXTON_TESTENV_PROFILING=true; ARGS+=(--apiserver-profile); shift ;;
     --sizes|--window|--rate-percent|--idle|--drain|--concurrency|--contenders|--kruise-qps|--max-wait-webhook)
       ARGS+=("$1" "$2"); shift 2 ;;
     --no-ejob) ARGS+=("$1"); shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
 mkdir -p "$WORK"
+rm -f "$WORK"/apiserver-*.pprof "$WORK"/apiserver-*-top.txt   # (a previous run's)
 
 # 1. The harness and the controller: release builds of the commit. The controller is
 #    copied, so that nothing changes it during the run.
@@ -140,10 +144,22 @@ log "measuring (log lines of the controllers in $WORK)"
 "$HARNESS" cluster --kubeconfig "$KUBECONFIG_FILE" --sexton "$BIN" "${KRUISE_ARGS[@]}" \
   --apiserver-pid "$API_PID" --work "$WORK" --json "$JSON" --md "$MD" --note "$NOTE" "${ARGS[@]}"
 
+# The API server's profiles, summarised (the functions where its CPU went, cumulative).
+for p in "$WORK"/apiserver-*.pprof; do
+  [ -f "$p" ] || continue
+  go tool pprof -top -cum -nodecount=60 "$p" >"${p%.pprof}-top.txt" 2>/dev/null || log "go tool pprof could not read $p"
+done
+
 # Where a cached pod's memory goes (one pod of the benchmark, decoded 10 000 times).
 {
   echo
-  echo "#### Where a cached pod's memory goes"
+  echo "#### The API server's profiles, summarised (the functions where its CPU went, cumulative).
+for p in "$WORK"/apiserver-*.pprof; do
+  [ -f "$p" ] || continue
+  go tool pprof -top -cum -nodecount=60 "$p" >"${p%.pprof}-top.txt" 2>/dev/null || log "go tool pprof could not read $p"
+done
+
+# Where a cached pod's memory goes"
   echo
   "$HARNESS" memory --kubeconfig "$KUBECONFIG_FILE" --pods 10000 --json "$WORK/memory.json"
 } >>"$MD"

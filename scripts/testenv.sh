@@ -17,7 +17,8 @@
 #
 # Settings (environment): SEXTON_TESTENV_CACHE (default ~/.cache/sexton-testenv),
 # SEXTON_TESTENV_STATE (default /tmp/sexton-testenv), SEXTON_API_PORT (16443),
-# SEXTON_ETCD_PORT (23790; the peer port is +10).
+# SEXTON_ETCD_PORT (23790; the peer port is +10), SEXTON_TESTENV_PROFILING (true: the API
+# server serves /debug/pprof, as bench/scale.sh --profile needs; default false).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -27,6 +28,8 @@ lib_init testenv "$STATE"
 ETCD_PORT="${SEXTON_ETCD_PORT:-23790}"
 ETCD_PEER_PORT=$((ETCD_PORT + 10))
 KUBECONFIG_FILE="$STATE/admin.kubeconfig"
+PROFILING="${SEXTON_TESTENV_PROFILING:-false}"
+case "$PROFILING" in true|false) ;; *) die "SEXTON_TESTENV_PROFILING must be true or false, not '$PROFILING'" ;; esac
 
 build() {
   local bins=(kube-apiserver kube-controller-manager etcd) missing=()
@@ -130,7 +133,7 @@ start_apiserver() {
     --authorization-mode Node,RBAC \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$STATE/pki/sa.pub" --service-account-signing-key-file "$STATE/pki/sa.key" \
-    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \
+    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling="$PROFILING" \
     --enable-priority-and-fairness=false --endpoint-reconciler-type none \
     --kubelet-preferred-address-types InternalIP,Hostname \
     --kubelet-certificate-authority "$STATE/pki/ca.crt" \

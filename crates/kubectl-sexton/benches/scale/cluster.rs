@@ -23,6 +23,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde::Serialize;
 
+use crate::apiserver;
 use crate::contender::{Contender, Kind, Running};
 use crate::ejob_e2e::{self, EjobResult};
 use crate::pods;
@@ -77,6 +78,10 @@ pub struct Opts {
     /// The API server's PID (its CPU and memory are sampled too)
     #[arg(long)]
     pub apiserver_pid: Option<u32>,
+    /// Take a CPU profile of the API server during each window (it must serve
+    /// /debug/pprof: kube-apiserver --profiling), written into --work
+    #[arg(long)]
+    pub apiserver_profile: bool,
     #[arg(long, default_value = "scale-node-0")]
     pub node: String,
     #[arg(long)]
@@ -124,6 +129,8 @@ pub struct ContenderResult {
     pub waited_for_webhook_s: f64,
     pub metrics: std::collections::BTreeMap<String, f64>,
     pub log_lines: usize,
+    /// what the API server served during the window, by its own counters
+    pub apiserver: crate::apiserver::Activity,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -474,8 +481,29 @@ async fn measure(
     let busy_before = webhook_bench_running();
     let t_win = sampler.mark(&pids).at;
     let drain = Duration::from_secs_f64(o.drain);
+    let api_before = apiserver::metrics(client).await;
+    let profile = o.apiserver_profile.then(|| {
+        // the transitions' part of the window (the drain is mostly idle)
+        let secs = (slice.len() as f64 / rate).ceil().max(1.0) as u64;
+        let path = o
+            .work
+            .join(format!("apiserver-{}-{}.pprof", slice.len(), c.label));
+        let client = client.clone();
+        tokio::spawn(async move {
+            apiserver::cpu_profile(client, secs, &path)
+                .await
+                .map(|()| path.display().to_string())
+        })
+    });
     let result = window::run(client, ns, slice, rate, &o.quick_exit_image, drain).await?;
     let t_end = sampler.mark(&pids).at;
+    let mut api_activity = apiserver::activity(&api_before, &apiserver::metrics(client).await);
+    if let Some(p) = profile {
+        match p.await.map_err(|e| e.to_string()).and_then(|r| r) {
+            Ok(path) => api_activity.profile = Some(path),
+            Err(e) => eprintln!("scale: {}: no API server profile: {e}", c.label),
+        }
+    }
     let busy_after = webhook_bench_running();
     let load_after = loadavg();
     let metrics = r.metrics().await;
@@ -498,6 +526,7 @@ async fn measure(
         waited_for_webhook_s: waited,
         metrics,
         log_lines,
+        apiserver: api_activity,
     };
     let _ = t_ready;
     r.stop().await;

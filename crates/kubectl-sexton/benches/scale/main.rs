@@ -29,6 +29,7 @@ mod pod;
 #[path = "../../src/controller/ejob/types.rs"]
 mod types;
 
+mod apiserver;
 mod cluster;
 mod contender;
 mod ejob_e2e;

@@ -220,6 +220,79 @@ fn size_table(r: &Report, s: &SizeResult) -> String {
         ));
     }
     out.push('\n');
+    out.push_str(&requests_table(r, s));
+    out
+}
+
+/// What the API server served in each window, by its own counters: requests per verb and
+/// resource (with its mean handling time) and watch events, everyone's (the harness's, the
+/// controller's, the controller manager's).
+fn requests_table(r: &Report, s: &SizeResult) -> String {
+    let mut keys: Vec<(String, String)> = vec![];
+    for c in &s.contenders {
+        for q in &c.apiserver.requests {
+            let k = (q.verb.clone(), q.resource.clone());
+            // under one request a second in every window: noise (leases, discovery)
+            if q.count >= c.result.secs.max(1.0) && !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+    }
+    if keys.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "What the API server served during each window, by its own counters (`apiserver_request_total`, `apiserver_request_duration_seconds`, `apiserver_watch_events_*`; everyone's requests: the harness's, the controller's, the controller manager's): count, and in brackets the API server's mean handling time (ms).\n\n| |",
+    );
+    for c in &s.contenders {
+        out.push_str(&format!(" {} |", title(r, c)));
+    }
+    out.push_str("\n|---|");
+    for _ in &s.contenders {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    for (verb, resource) in &keys {
+        out.push_str(&format!("| {verb} {resource} |"));
+        for c in &s.contenders {
+            let q = c
+                .apiserver
+                .requests
+                .iter()
+                .find(|q| &q.verb == verb && &q.resource == resource);
+            out.push_str(&match q {
+                Some(q) if q.failed >= 1.0 => format!(
+                    " {} ({:.1}), {} failed |",
+                    thousands(q.count),
+                    q.mean_ms,
+                    thousands(q.failed)
+                ),
+                Some(q) => format!(" {} ({:.1}) |", thousands(q.count), q.mean_ms),
+                None => " 0 |".into(),
+            });
+        }
+        out.push('\n');
+    }
+    let mut watched: Vec<String> = vec![];
+    for c in &s.contenders {
+        for w in &c.apiserver.watch_events {
+            if w.events >= c.result.secs.max(1.0) && !watched.contains(&w.resource) {
+                watched.push(w.resource.clone());
+            }
+        }
+    }
+    for res in &watched {
+        out.push_str(&format!("| watch events sent: {res} (MB) |"));
+        for c in &s.contenders {
+            let w = c.apiserver.watch_events.iter().find(|w| &w.resource == res);
+            out.push_str(&match w {
+                Some(w) => format!(" {} ({:.1}) |", thousands(w.events), w.bytes / 1e6),
+                None => " 0 |".into(),
+            });
+        }
+        out.push('\n');
+    }
+    out.push('\n');
     out
 }
 
