@@ -153,13 +153,7 @@ done
 # Where a cached pod's memory goes (one pod of the benchmark, decoded 10 000 times).
 {
   echo
-  echo "#### The API server's profiles, summarised (the functions where its CPU went, cumulative).
-for p in "$WORK"/apiserver-*.pprof; do
-  [ -f "$p" ] || continue
-  go tool pprof -top -cum -nodecount=60 "$p" >"${p%.pprof}-top.txt" 2>/dev/null || log "go tool pprof could not read $p"
-done
-
-# Where a cached pod's memory goes"
+  echo "#### Where a cached pod's memory goes"
   echo
   "$HARNESS" memory --kubeconfig "$KUBECONFIG_FILE" --pods 10000 --json "$WORK/memory.json"
 } >>"$MD"
