@@ -22,7 +22,7 @@
 # It starts a test control plane of its own (scripts/testenv.sh with the state directory
 # and ports below, so that it does not disturb the one the tests use) and stops it at the
 # end. Other settings are passed to the harness (crates/kubectl-sexton/benches/scale/):
-# `--window`, `--rate-percent`, `--idle`, `--drain`, `--concurrency`, `--contenders`,
+# `--window`, `--rate-percent`, `--also-rate`, `--idle`, `--drain`, `--concurrency`, `--contenders`,
 # `--kruise-qps`, `--max-wait-webhook`.
 set -euo pipefail
 
@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
     --no-write) WRITE=0; shift ;;
     --keep) KEEP=1; shift ;;
     --profile) export SEXTON_TESTENV_PROFILING=true; ARGS+=(--apiserver-profile); shift ;;
-    --sizes|--window|--rate-percent|--idle|--drain|--concurrency|--contenders|--kruise-qps|--max-wait-webhook)
+    --sizes|--window|--rate-percent|--also-rate|--idle|--drain|--concurrency|--contenders|--kruise-qps|--max-wait-webhook)
       ARGS+=("$1" "$2"); shift 2 ;;
     --no-ejob) ARGS+=("$1"); shift ;;
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;

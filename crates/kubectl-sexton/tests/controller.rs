@@ -787,6 +787,68 @@ async fn a_conflicting_write_is_reread_and_the_swap_applied_once() {
     );
 }
 
+/// With every slot taken, pods whose mains finish wait for a slot in the order they
+/// finished, not in kube-runtime's own order (a hash set's: under a backlog some pods
+/// waited 30 s while later ones went through). The one slot (`--concurrency 1`) is held by
+/// a first swap whose PATCH a relay holds half-way; meanwhile 24 pods finish one after the
+/// other; once released, the controller must swap them in that order.
+#[tokio::test(flavor = "current_thread")]
+async fn a_backlog_of_swaps_is_worked_in_arrival_order() {
+    let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
+    let client = admin_client().await;
+    let ns = namespace(&client, "ctl-fifo").await;
+    let scratch = Scratch::new("ctl-fifo");
+    let kubectl_proxy = KubectlProxy::start(controller_kubeconfig());
+    let needle = format!("PATCH /api/v1/namespaces/{ns}/pods/first");
+    let relay = HoldingProxy::start(kubectl_proxy.addr, &needle);
+    let kc = kubeconfig_via(relay.addr, &scratch.path("via-relay.kubeconfig"));
+    let ctl = Ctl::start(
+        &scratch,
+        "controller",
+        &kc,
+        &[
+            "--namespace",
+            &ns,
+            "--quick-exit-image",
+            Q,
+            "--concurrency",
+            "1",
+        ],
+        &[],
+    );
+    main_done_pod(&client, &ns, "first").await;
+    let held = tokio::task::spawn_blocking(move || (relay.wait_held(), relay));
+    let (was_held, relay) = held.await.unwrap();
+    assert!(
+        was_held,
+        "controller never reached the patch:\n{}",
+        ctl.c.logs()
+    );
+    // (names that sort neither way: the order to keep is the order of finishing)
+    let order: Vec<String> = (0..24)
+        .map(|i| format!("job-{:02}", (i * 7) % 24))
+        .collect();
+    for name in &order {
+        main_done_pod(&client, &ns, name).await;
+    }
+    relay.release();
+    let swapped = |ctl: &Ctl| -> Vec<String> {
+        ctl.lines()
+            .iter()
+            .filter(|l| msg(l) == "swapped sidecar image")
+            .filter_map(|l| l["fields"]["pod"].as_str())
+            .filter_map(|p| p.strip_prefix(&format!("{ns}/")).map(str::to_string))
+            .filter(|p| p != "first")
+            .collect()
+    };
+    wait_until(LONG, || swapped(&ctl).len() == order.len());
+    assert_eq!(
+        swapped(&ctl),
+        order,
+        "swaps out of the order the mains finished in"
+    );
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn without_the_role_the_error_names_the_missing_permission() {
     let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());

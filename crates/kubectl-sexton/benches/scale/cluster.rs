@@ -16,6 +16,7 @@
 //! CPU and memory of the controller, the API server and the harness itself are sampled
 //! every 250 ms (`procs.rs`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -28,7 +29,7 @@ use crate::contender::{Contender, Kind, Running};
 use crate::ejob_e2e::{self, EjobResult};
 use crate::pods;
 use crate::procs::{
-    PhaseCost, Sampler, Tick, clk_tck, loadavg, machine_cores, ncpu, phase_cost,
+    PhaseCost, Sampler, Tick, clk_tck, loadavg, machine_cores, ncpu, phase_cost, until_quiet,
     webhook_bench_running,
 };
 use crate::window::{self, WindowResult};
@@ -57,6 +58,10 @@ pub struct Opts {
     /// Share of the pods reaching "mains done" per second (%)
     #[arg(long, default_value_t = 1.0)]
     pub rate_percent: f64,
+    /// A second window per size and contender at this many transitions per second: a
+    /// rate the test API server carries on this machine without saturating (0: none)
+    #[arg(long, default_value_t = 20.0)]
+    pub also_rate: f64,
     #[arg(long, default_value_t = 10.0)]
     pub idle: f64,
     #[arg(long, default_value_t = 60.0)]
@@ -129,6 +134,13 @@ pub struct ContenderResult {
     pub waited_for_webhook_s: f64,
     pub metrics: std::collections::BTreeMap<String, f64>,
     pub log_lines: usize,
+    /// waited for the API server to settle (under 5 % of a core) before the window (s)
+    pub waited_for_apiserver_s: f64,
+    /// the controller's own histograms over the window: (p50, p99) in ms, each the upper
+    /// bound of its bucket. Reconciliations (sexton's and controller-runtime's; the write
+    /// included) and, for sexton, the wait from the watch event to the reconciliation
+    pub reconcile_ms: Option<(f64, f64)>,
+    pub queue_ms: Option<(f64, f64)>,
     /// what the API server served during the window, by its own counters
     pub apiserver: crate::apiserver::Activity,
 }
@@ -148,6 +160,8 @@ pub struct SizeResult {
     pub pods: usize,
     pub create_s: f64,
     pub reset_s: Vec<f64>,
+    /// "mains done" transitions per second in these windows
+    pub rate_per_sec: f64,
     pub window_pods: usize,
     pub contenders: Vec<ContenderResult>,
     pub ejob: Option<EjobRun>,
@@ -164,6 +178,8 @@ pub struct Report {
     pub concurrency: usize,
     pub window_secs: f64,
     pub rate_percent: f64,
+    /// transitions per second of the second window (0: none)
+    pub also_rate: f64,
     pub idle_secs: f64,
     pub drain_secs: f64,
     pub sizes: Vec<SizeResult>,
@@ -280,6 +296,7 @@ async fn run_async(o: Opts) -> Result<()> {
         concurrency: o.concurrency,
         window_secs: o.window,
         rate_percent: o.rate_percent,
+        also_rate: o.also_rate,
         idle_secs: o.idle,
         drain_secs: o.drain,
         sizes: vec![],
@@ -290,8 +307,8 @@ async fn run_async(o: Opts) -> Result<()> {
         }),
     };
     for &n in &o.sizes {
-        let size = one_size(&o, &client, &contenders, n).await?;
-        report.sizes.push(size);
+        let sizes = one_size(&o, &client, &contenders, n).await?;
+        report.sizes.extend(sizes);
         write(&o, &mut report)?;
     }
     report.finished = now();
@@ -307,12 +324,23 @@ fn write(o: &Opts, report: &mut Report) -> Result<()> {
         .map_err(ctx(format!("writing {}", o.md.display())))
 }
 
+/// The windows' rates for `n` pods, in transitions per second: the issue's (a share of
+/// the pods per second), then `--also-rate` (if set and different).
+fn rates(o: &Opts, n: usize) -> Vec<f64> {
+    let mut out = vec![n as f64 * o.rate_percent / 100.0];
+    if o.also_rate > 0.0 && (o.also_rate - out[0]).abs() > 1e-9 {
+        out.push(o.also_rate);
+    }
+    out
+}
+
+/// N pods, and every contender measured at each rate; one result per rate.
 async fn one_size(
     o: &Opts,
     client: &Client,
     contenders: &[Contender],
     n: usize,
-) -> Result<SizeResult> {
+) -> Result<Vec<SizeResult>> {
     let ns = format!("scale-{n}");
     eprintln!("scale: {n} pods in namespace {ns}");
     pods::ensure_namespace(client, &ns).await?;
@@ -331,41 +359,47 @@ async fn one_size(
     .await?;
     let create_s = t.elapsed().as_secs_f64();
     eprintln!("scale: created {n} running pods in {create_s:.1} s");
-    let rate = n as f64 * o.rate_percent / 100.0;
-    let window_pods = ((rate * o.window).round() as usize).min(n);
-    let slice: Vec<String> = names[..window_pods].to_vec();
-    let mut size = SizeResult {
-        pods: n,
-        create_s,
-        reset_s: vec![],
-        window_pods,
-        contenders: vec![],
-        ejob: None,
-    };
-    let mut dirty = false;
-    for c in contenders {
-        if dirty {
-            size.reset_s.push(reset(o, client, &ns, &slice).await?);
+    let mut out = vec![];
+    // the pods of the last window, to be made Running again before the next one
+    let mut dirty: Vec<String> = vec![];
+    for rate in rates(o, n) {
+        let window_pods = ((rate * o.window).round() as usize).min(n);
+        let slice: Vec<String> = names[..window_pods].to_vec();
+        let mut size = SizeResult {
+            pods: n,
+            create_s,
+            reset_s: vec![],
+            rate_per_sec: rate,
+            window_pods,
+            contenders: vec![],
+            ejob: None,
+        };
+        for c in contenders {
+            if !dirty.is_empty() {
+                size.reset_s.push(reset(o, client, &ns, &dirty).await?);
+            }
+            match c.kind {
+                Kind::Kruise { .. } => pods::ensure_vk_node(client, &o.node).await?,
+                Kind::Sexton { .. } => pods::delete_node(client, &o.node).await?,
+            }
+            let r = measure(o, client, c, &ns, &slice, rate).await?;
+            print_summary(n, rate, &r);
+            size.contenders.push(r);
+            dirty = slice.clone();
         }
-        match c.kind {
-            Kind::Kruise { .. } => pods::ensure_vk_node(client, &o.node).await?,
-            Kind::Sexton { .. } => pods::delete_node(client, &o.node).await?,
-        }
-        let r = measure(o, client, c, &ns, &slice, rate).await?;
-        print_summary(n, &r);
-        size.contenders.push(r);
-        dirty = true;
+        out.push(size);
     }
     pods::delete_node(client, &o.node).await?;
     if !o.no_ejob {
-        if dirty {
-            size.reset_s.push(reset(o, client, &ns, &slice).await?);
+        let last = out.last_mut().expect("at least one rate");
+        if !dirty.is_empty() {
+            last.reset_s.push(reset(o, client, &ns, &dirty).await?);
         }
-        size.ejob = Some(ejob(o, client, &ns, n).await?);
+        last.ejob = Some(ejob(o, client, &ns, n).await?);
     }
     eprintln!("scale: deleting the {n} pods");
     pods::delete_all(client, &ns).await?;
-    Ok(size)
+    Ok(out)
 }
 
 /// The window's pods again as they were: deleted and created anew, Running.
@@ -477,11 +511,18 @@ async fn measure(
     tokio::time::sleep(Duration::from_secs_f64(o.idle)).await;
     let t_idle = sampler.mark(&pids).at;
     let waited = waited + quiet(o).await;
+    // (after creating or re-creating thousands of pods the API server and the controller
+    // manager are busy for a while: a window must not start on that)
+    let waited_api = match o.apiserver_pid {
+        Some(pid) => until_quiet(pid, 0.05, Duration::from_secs(120)).await,
+        None => 0.0,
+    };
     let load_before = loadavg();
     let busy_before = webhook_bench_running();
     let t_win = sampler.mark(&pids).at;
     let drain = Duration::from_secs_f64(o.drain);
     let api_before = apiserver::metrics(client).await;
+    let own_before = r.metrics().await;
     let profile = o.apiserver_profile.then(|| {
         // the transitions' part of the window (the drain is mostly idle)
         let secs = (slice.len() as f64 / rate).ceil().max(1.0) as u64;
@@ -507,6 +548,31 @@ async fn measure(
     let busy_after = webhook_bench_running();
     let load_after = loadavg();
     let metrics = r.metrics().await;
+    let (reconcile_ms, queue_ms) = match c.kind {
+        Kind::Sexton { .. } => (
+            hist_quantiles(
+                &own_before,
+                &metrics,
+                "sexton_controller_reconcile_duration_seconds",
+                r#"controller="sidecar-terminator""#,
+            ),
+            hist_quantiles(
+                &own_before,
+                &metrics,
+                "sexton_controller_queue_latency_seconds",
+                r#"controller="sidecar-terminator""#,
+            ),
+        ),
+        Kind::Kruise { .. } => (
+            hist_quantiles(
+                &own_before,
+                &metrics,
+                "controller_runtime_reconcile_time_seconds",
+                r#"controller="sidecarterminator-controller""#,
+            ),
+            None,
+        ),
+    };
     let log_lines = std::fs::read_to_string(&r.log)
         .map(|l| l.lines().count())
         .unwrap_or(0);
@@ -526,6 +592,9 @@ async fn measure(
         waited_for_webhook_s: waited,
         metrics,
         log_lines,
+        waited_for_apiserver_s: waited_api,
+        reconcile_ms,
+        queue_ms,
         apiserver: api_activity,
     };
     let _ = t_ready;
@@ -572,12 +641,48 @@ async fn ejob(o: &Opts, client: &Client, ns: &str, n: usize) -> Result<EjobRun> 
     Ok(out)
 }
 
-fn print_summary(n: usize, r: &ContenderResult) {
+/// (p50, p99) in ms of the observations a Prometheus histogram gained between two scrapes,
+/// each the upper bound of the bucket it falls in; None without observations.
+fn hist_quantiles(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+    name: &str,
+    label: &str,
+) -> Option<(f64, f64)> {
+    let prefix = format!("{name}_bucket{{");
+    let mut buckets: Vec<(f64, f64)> = after
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix) && k.contains(label))
+        .filter_map(|(k, v)| {
+            let le = k.split("le=\"").nth(1)?.split('"').next()?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, v - before.get(k).copied().unwrap_or(0.0)))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last()?.1;
+    if total < 1.0 {
+        return None;
+    }
+    let at = |q: f64| {
+        buckets
+            .iter()
+            .find(|(_, n)| *n >= q * total)
+            .map_or(f64::INFINITY, |(le, _)| le * 1e3)
+    };
+    Some((at(0.5), at(0.99)))
+}
+
+fn print_summary(n: usize, rate: f64, r: &ContenderResult) {
     let l = r.result.latency_ms.as_ref();
     let w = r.window.controller.as_ref();
     let i = r.idle.controller.as_ref();
     eprintln!(
-        "scale: {n} pods, {}: reaction p50 {:.1} ms p99 {:.1} ms ({} of {} swapped); RSS idle {:.1} MB, window max {:.1} MB; CPU idle {:.1} %, window {:.1} %",
+        "scale: {n} pods, {rate} per second, {}: reaction p50 {:.1} ms p99 {:.1} ms ({} of {} swapped); RSS idle {:.1} MB, window max {:.1} MB; CPU idle {:.1} %, window {:.1} %",
         r.label,
         l.map_or(f64::NAN, |l| l.p50),
         l.map_or(f64::NAN, |l| l.p99),

@@ -54,6 +54,25 @@ pub fn proc_sample(pid: u32) -> Option<ProcSample> {
     })
 }
 
+/// Waits until `pid` uses under `share` of a core over a second (at most `limit`, or until
+/// it is gone); the seconds waited.
+pub async fn until_quiet(pid: u32, share: f64, limit: Duration) -> f64 {
+    let start = Instant::now();
+    let clk = clk_tck();
+    let Some(mut prev) = proc_sample(pid) else {
+        return 0.0;
+    };
+    while start.elapsed() < limit {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Some(cur) = proc_sample(pid) else { break };
+        if ((cur.cpu_ticks - prev.cpu_ticks) as f64 / clk) < share {
+            break;
+        }
+        prev = cur;
+    }
+    start.elapsed().as_secs_f64()
+}
+
 /// (busy, total) clock ticks of the whole machine since boot.
 pub fn machine_ticks() -> (u64, u64) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();

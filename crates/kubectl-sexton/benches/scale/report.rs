@@ -81,13 +81,29 @@ fn cost(pick: fn(&ContenderResult) -> &Costs, f: fn(&crate::procs::PhaseCost) ->
     Box::new(move |c| pick(c).controller.as_ref().map_or("–".into(), f))
 }
 
+/// "≤ 16 / ≤ 512" of a (p50, p99) pair of bucket bounds; "–" if not measured.
+fn pair_bound(p: Option<(f64, f64)>) -> String {
+    let bound = |v: f64| {
+        if v.is_finite() {
+            format!("≤ {}", ms(v))
+        } else {
+            "above the last bucket".into()
+        }
+    };
+    match p {
+        Some((a, b)) => format!("{} / {}", bound(a), bound(b)),
+        None => "–".into(),
+    }
+}
+
 fn size_table(r: &Report, s: &SizeResult) -> String {
     let mut out = format!(
-        "**{} running pods**: {} of them reach \"mains done\" in each contender's window, {} per second ({} % of the pods per second) for {:.0} s.\n\n",
+        "**{} running pods, {} per second**: {} of them reach \"mains done\" in each contender's window, {} per second ({} % of the pods per second) for {:.0} s.\n\n",
         thousands(s.pods as f64),
+        thousands(s.rate_per_sec),
         thousands(s.window_pods as f64),
-        thousands(s.pods as f64 * r.rate_percent / 100.0),
-        r.rate_percent,
+        thousands(s.rate_per_sec),
+        (s.rate_per_sec / s.pods as f64 * 1e4).round() / 100.0,
         r.window_secs
     );
     out.push('|');
@@ -123,6 +139,14 @@ fn size_table(r: &Report, s: &SizeResult) -> String {
                     .as_ref()
                     .map_or("–".into(), |s| format!("{} / {}", ms(s.p50), ms(s.p99)))
             }),
+        ),
+        (
+            "its reconciliations p50 / p99 (ms, bucket bound; its write included)",
+            Box::new(|c| pair_bound(c.reconcile_ms)),
+        ),
+        (
+            "its queue: watch event → reconciliation p50 / p99 (ms, bucket bound)",
+            Box::new(|c| pair_bound(c.queue_ms)),
         ),
         (
             "RSS idle, cache filled (MB)",
@@ -432,7 +456,7 @@ fn ejob_table(r: &Report) -> String {
 
 pub fn markdown(r: &Report) -> String {
     let mut out = format!(
-        "Measured {} – {}: {}. {}\n\nHarness: {} API calls at once while creating pods; windows of {:.0} s at {} % of the pods per second, {:.0} s idle before each, up to {:.0} s after for the last swaps.\n\n",
+        "Measured {} – {}: {}. {}\n\nHarness: {} API calls at once while creating pods; windows of {:.0} s at {} % of the pods per second (the issue's rate) and at {} transitions per second (a rate this machine's test API server carries), {:.0} s idle before each, then until the API server has settled (under 5 % of a core), up to {:.0} s after each for the last swaps.\n\n",
         r.started,
         if r.finished.is_empty() {
             "(running)"
@@ -444,6 +468,7 @@ pub fn markdown(r: &Report) -> String {
         r.concurrency,
         r.window_secs,
         r.rate_percent,
+        r.also_rate,
         r.idle_secs,
         r.drain_secs
     );

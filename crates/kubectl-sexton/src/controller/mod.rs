@@ -309,6 +309,8 @@ fn sidecar_terminator(
         parts.recorder.clone(),
         quick_exit_image,
         parts.metrics.clone(),
+        pods.store.clone(),
+        parts.concurrency,
     ));
     let clock = ctx.telemetry.clock.clone();
     let teardowns = Arc::new(teardown::Teardowns::new(
@@ -317,8 +319,9 @@ fn sidecar_terminator(
     ));
     let scans = teardowns.clone().run(pods.store.clone());
     let trigger = changed_pods(pods.subscribe(running));
+    // unbounded here: the reconciler takes its slots in arrival order (terminator::Ctx)
     let run = Controller::for_shared_stream(trigger, pods.store.clone())
-        .with_config(parts.config())
+        .with_config(controller::Config::default())
         .graceful_shutdown_on(stopped(&parts.shutdown))
         .run(terminator::reconcile, terminator::error_policy, ctx)
         .for_each(log_queue_error);

@@ -8,7 +8,9 @@ use crate::pod::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
+use tokio::sync::Semaphore;
 use tracing::{debug, info, instrument, warn};
 
 use super::CONTROLLER;
@@ -25,6 +27,15 @@ pub struct Ctx {
     pub client: Client,
     pub default_image: Option<String>,
     pub telemetry: Arc<Telemetry<Pod>>,
+    /// The reconciliations allowed at once (`--concurrency`), taken in the order they
+    /// were asked for. kube-runtime's own limit hands a freed slot to any one of the
+    /// waiting objects (a hash set's order): with a backlog some pods waited 30 s while
+    /// later ones went through (BENCHMARKS.md "Controllers at scale"). tokio's semaphore
+    /// is fair, so the oldest waiter goes first; kube-runtime then runs unbounded and still
+    /// never reconciles one pod twice at once.
+    slots: Semaphore,
+    /// The pod cache, to reconcile the newest version of a pod once it has its slot.
+    store: Store<Pod>,
 }
 
 impl Ctx {
@@ -33,11 +44,15 @@ impl Ctx {
         recorder: Recorder,
         default_image: Option<String>,
         metrics: Arc<Metrics>,
+        store: Store<Pod>,
+        concurrency: u16,
     ) -> Self {
         Ctx {
             client,
             default_image,
             telemetry: Arc::new(Telemetry::new(CONTROLLER, metrics, recorder)),
+            slots: Semaphore::new(usize::from(concurrency.max(1))),
+            store,
         }
     }
 
@@ -70,8 +85,24 @@ enum Patched {
     Reread(Box<Pod>),
 }
 
-#[instrument(skip_all, fields(pod = %key(&*pod)))]
+/// Waits for a slot, then reconciles the newest cached version of the pod.
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _slot = ctx
+        .slots
+        .acquire()
+        .await
+        .expect("the semaphore is never closed");
+    // The pod may have changed while it waited; if it left the cache there is nothing to do.
+    let Some(pod) = ctx.store.get(&ObjectRef::from_obj(&*pod)) else {
+        return Ok(Action::await_change());
+    };
+    // (boxed: the thousands of reconciliations that may wait for a slot, when a cache of
+    // 10 000 pods is first filled, stay a few words each)
+    Box::pin(reconcile_pod(pod, ctx.clone())).await
+}
+
+#[instrument(skip_all, fields(pod = %key(&*pod)))]
+async fn reconcile_pod(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let _timer = ctx.telemetry.reconcile_started(&pod);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
     let mut current = (*pod).clone();
