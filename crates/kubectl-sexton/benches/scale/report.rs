@@ -209,6 +209,21 @@ fn size_table(r: &Report, s: &SizeResult) -> String {
                     .map_or("–".into(), |p| format!("{:.1}", p.cores * 100.0))
             }),
         ),
+        (
+            "API server CPU per transition, above its idle (ms)",
+            Box::new(|c| {
+                let (Some(w), Some(i)) = (&c.window.apiserver, &c.idle.apiserver) else {
+                    return "–".into();
+                };
+                let secs = if w.cores > 0.0 {
+                    w.cpu_secs / w.cores
+                } else {
+                    0.0
+                };
+                let above = w.cpu_secs - i.cores * secs;
+                format!("{:.1}", above * 1e3 / c.result.transitions.max(1) as f64)
+            }),
+        ),
     ];
     for (name, f) in rows {
         out.push_str(&format!("| {name} |"));
