@@ -849,6 +849,61 @@ async fn a_backlog_of_swaps_is_worked_in_arrival_order() {
     );
 }
 
+/// SIGTERM with a backlog: the swap under way finishes, the pods still waiting for a slot
+/// are left alone (to the next leader) and the controller exits 0 at once.
+#[tokio::test(flavor = "current_thread")]
+async fn sigterm_finishes_the_swap_under_way_and_leaves_the_waiting_pods() {
+    let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
+    let client = admin_client().await;
+    let ns = namespace(&client, "ctl-stop-backlog").await;
+    let scratch = Scratch::new("ctl-stop-backlog");
+    let kubectl_proxy = KubectlProxy::start(controller_kubeconfig());
+    let needle = format!("PATCH /api/v1/namespaces/{ns}/pods/first");
+    let relay = HoldingProxy::start(kubectl_proxy.addr, &needle);
+    let kc = kubeconfig_via(relay.addr, &scratch.path("via-relay.kubeconfig"));
+    let mut ctl = Ctl::start(
+        &scratch,
+        "controller",
+        &kc,
+        &[
+            "--namespace",
+            &ns,
+            "--quick-exit-image",
+            Q,
+            "--concurrency",
+            "1",
+        ],
+        &[],
+    );
+    main_done_pod(&client, &ns, "first").await;
+    let held = tokio::task::spawn_blocking(move || (relay.wait_held(), relay));
+    let (was_held, relay) = held.await.unwrap();
+    assert!(
+        was_held,
+        "controller never reached the patch:\n{}",
+        ctl.c.logs()
+    );
+    let waiting = ["w-0", "w-1", "w-2", "w-3", "w-4"];
+    for name in waiting {
+        main_done_pod(&client, &ns, name).await;
+    }
+    let last = format!("{ns}/w-4");
+    ctl.wait_line(|l| msg(l) == "queued behind other pods" && l["fields"]["pod"] == last.as_str());
+    ctl.c.signal(15);
+    ctl.wait_line(|l| msg(l) == "SIGTERM: shutting down");
+    relay.release();
+    let st = ctl.c.wait_status(LONG).expect("did not stop on SIGTERM");
+    assert_eq!(code_of(st), 0, "{}", ctl.c.logs());
+    assert_eq!(image_of(&get_pod(&client, &ns, "first").await, "proxy"), Q);
+    for name in waiting {
+        assert_eq!(
+            image_of(&get_pod(&client, &ns, name).await, "proxy"),
+            "example/proxy:1",
+            "{name} was swapped after SIGTERM"
+        );
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn without_the_role_the_error_names_the_missing_permission() {
     let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());

@@ -74,7 +74,7 @@ pub struct Opts {
     #[arg(
         long,
         value_delimiter = ',',
-        default_values_t = vec!["sexton".to_string(), "sexton-terminator-only".to_string(), "sexton-concurrency-64".to_string(), "kruise".to_string(), "kruise-default-qps".to_string()]
+        default_values_t = vec!["sexton".to_string(), "kruise".to_string()]
     )]
     pub contenders: Vec<String>,
     /// kruise-manager's --rest-config-qps and -burst in the "kruise" contender

@@ -14,6 +14,7 @@ mod teardown;
 pub mod telemetry;
 pub mod terminator;
 pub mod watch;
+mod workqueue;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -309,8 +310,6 @@ fn sidecar_terminator(
         parts.recorder.clone(),
         quick_exit_image,
         parts.metrics.clone(),
-        pods.store.clone(),
-        parts.concurrency,
     ));
     let clock = ctx.telemetry.clock.clone();
     let teardowns = Arc::new(teardown::Teardowns::new(
@@ -318,13 +317,14 @@ fn sidecar_terminator(
         ctx.telemetry.clone(),
     ));
     let scans = teardowns.clone().run(pods.store.clone());
-    let trigger = changed_pods(pods.subscribe(running));
-    // unbounded here: the reconciler takes its slots in arrival order (terminator::Ctx)
-    let run = Controller::for_shared_stream(trigger, pods.store.clone())
-        .with_config(controller::Config::default())
-        .graceful_shutdown_on(stopped(&parts.shutdown))
-        .run(terminator::reconcile, terminator::error_policy, ctx)
-        .for_each(log_queue_error);
+    let changed = changed_pods(pods.subscribe(running));
+    let run = terminator::run(
+        changed,
+        pods.store.clone(),
+        ctx,
+        parts.concurrency,
+        stopped(&parts.shutdown),
+    );
     let filled = pods.filled.clone();
     let name = terminator::CONTROLLER;
     let run = watch::until_stopped(name, run, filled, stopped(&parts.shutdown), GRACE);

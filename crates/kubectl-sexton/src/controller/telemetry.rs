@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -206,9 +205,9 @@ impl<K: Resource<DynamicType = ()>> Telemetry<K> {
         }
     }
 
-    /// The error policy: counts the failure by kind, logs it, and retries after the time
-    /// its kind calls for.
-    pub fn failed(&self, obj: &K, err: &Error) -> Action {
+    /// The error policy: counts the failure by kind, logs it, and says when to retry (the
+    /// time its kind calls for).
+    pub fn failed(&self, obj: &K, err: &Error) -> Duration {
         let kind = err.kind();
         let labels = ErrorLabels {
             controller: self.controller,
@@ -217,6 +216,6 @@ impl<K: Resource<DynamicType = ()>> Telemetry<K> {
         self.metrics.errors.get_or_create(&labels).inc();
         let retry = kind.retry_after();
         warn!(controller = self.controller, object = %key(obj), error = %err, ?kind, "reconcile failed; retrying in {retry:?}");
-        Action::requeue(retry)
+        retry
     }
 }

@@ -584,7 +584,7 @@ async fn write_status(
 }
 
 pub fn error_policy(job: Arc<EphemeralJob>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.telemetry.failed(&job, err)
+    Action::requeue(ctx.telemetry.failed(&job, err))
 }
 
 #[cfg(test)]

@@ -4,8 +4,10 @@
 
 mod decide;
 mod reconcile;
+mod run;
 
 pub use decide::{is_running, swapped};
-pub use reconcile::{Ctx, error_policy, reconcile};
+pub use reconcile::Ctx;
+pub use run::run;
 
 pub const CONTROLLER: &str = "sidecar-terminator";

@@ -6,11 +6,8 @@ use std::sync::Arc;
 
 use crate::pod::Pod;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder};
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
-use tokio::sync::Semaphore;
 use tracing::{debug, info, instrument, warn};
 
 use super::CONTROLLER;
@@ -27,15 +24,6 @@ pub struct Ctx {
     pub client: Client,
     pub default_image: Option<String>,
     pub telemetry: Arc<Telemetry<Pod>>,
-    /// The reconciliations allowed at once (`--concurrency`), taken in the order they
-    /// were asked for. kube-runtime's own limit hands a freed slot to any one of the
-    /// waiting objects (a hash set's order): with a backlog some pods waited 30 s while
-    /// later ones went through (BENCHMARKS.md "Controllers at scale"). tokio's semaphore
-    /// is fair, so the oldest waiter goes first; kube-runtime then runs unbounded and still
-    /// never reconciles one pod twice at once.
-    slots: Semaphore,
-    /// The pod cache, to reconcile the newest version of a pod once it has its slot.
-    store: Store<Pod>,
 }
 
 impl Ctx {
@@ -44,15 +32,11 @@ impl Ctx {
         recorder: Recorder,
         default_image: Option<String>,
         metrics: Arc<Metrics>,
-        store: Store<Pod>,
-        concurrency: u16,
     ) -> Self {
         Ctx {
             client,
             default_image,
             telemetry: Arc::new(Telemetry::new(CONTROLLER, metrics, recorder)),
-            slots: Semaphore::new(usize::from(concurrency.max(1))),
-            store,
         }
     }
 
@@ -85,37 +69,22 @@ enum Patched {
     Reread(Box<Pod>),
 }
 
-/// Waits for a slot, then reconciles the newest cached version of the pod.
-pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _slot = ctx
-        .slots
-        .acquire()
-        .await
-        .expect("the semaphore is never closed");
-    // The pod may have changed while it waited; if it left the cache there is nothing to do.
-    let Some(pod) = ctx.store.get(&ObjectRef::from_obj(&*pod)) else {
-        return Ok(Action::await_change());
-    };
-    // (boxed: the thousands of reconciliations that may wait for a slot, when a cache of
-    // 10 000 pods is first filled, stay a few words each)
-    Box::pin(reconcile_pod(pod, ctx.clone())).await
-}
-
+/// Decides on one pod and carries the decision out.
 #[instrument(skip_all, fields(pod = %key(&*pod)))]
-async fn reconcile_pod(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
     let _timer = ctx.telemetry.reconcile_started(&pod);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
     let mut current = (*pod).clone();
     for attempt in 1..=MAX_ATTEMPTS {
-        let Some(swaps) = decide_and_report(&current, &ctx).await else {
-            return Ok(Action::await_change());
+        let Some(swaps) = decide_and_report(&current, ctx).await else {
+            return Ok(());
         };
-        match patch(&api, &current, &swaps, &ctx).await? {
+        match patch(&api, &current, &swaps, ctx).await? {
             Patched::Done => {
-                swapped(&ctx, &current, &swaps).await;
-                return Ok(Action::await_change());
+                swapped(ctx, &current, &swaps).await;
+                return Ok(());
             }
-            Patched::Gone => return Ok(Action::await_change()),
+            Patched::Gone => return Ok(()),
             Patched::Reread(p) => {
                 info!(pod = %key(&current), resource_version = %rv(&current), attempt, "conflict: the pod changed since it was read; re-reading");
                 current = *p;
@@ -237,8 +206,4 @@ async fn swapped(ctx: &Ctx, pod: &Pod, swaps: &[Swap]) {
             note,
         );
     }
-}
-
-pub fn error_policy(pod: Arc<Pod>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.telemetry.failed(&pod, err)
 }

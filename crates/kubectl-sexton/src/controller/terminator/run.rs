@@ -1,0 +1,83 @@
+//! The SidecarTerminator's loop: the pod events it is given queue their pods in a FIFO
+//! work queue, and `--concurrency` workers reconcile the newest cached version of each, in
+//! the order the pods changed. A failed reconciliation is retried after the time its error
+//! calls for; at the shutdown signal the queue is closed, so the workers finish the pod in
+//! hand and take no other (the next leader lists every pod anyway).
+
+use std::sync::Arc;
+
+use futures_util::{Stream, StreamExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::task::JoinSet;
+use tracing::debug;
+
+use super::reconcile::{Ctx, reconcile};
+use crate::controller::telemetry::key;
+use crate::controller::workqueue::WorkQueue;
+use crate::pod::Pod;
+
+type Queue = WorkQueue<ObjectRef<Pod>>;
+
+/// Runs until `stopped` and the pods in hand are done (or the pod cache's writer is gone).
+pub async fn run(
+    changed: impl Stream<Item = Arc<Pod>> + Send + 'static,
+    store: Store<Pod>,
+    ctx: Arc<Ctx>,
+    concurrency: u16,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let queue: Arc<Queue> = Arc::default();
+    let feed = feed(changed, queue.clone());
+    let close = {
+        let queue = queue.clone();
+        async move {
+            stopped.await;
+            queue.close();
+        }
+    };
+    let work = async {
+        // (the only waiter on the pod cache's readiness: kube-runtime's future for it wakes
+        // only the last of several; the cache is filled once the first list is in)
+        if store.wait_until_ready().await.is_err() {
+            return;
+        }
+        let mut workers = JoinSet::new();
+        for _ in 0..concurrency.max(1) {
+            workers.spawn(worker(queue.clone(), store.clone(), ctx.clone()));
+        }
+        while workers.join_next().await.is_some() {}
+    };
+    // the feed ends only with the pod watch; the workers once the queue is closed
+    tokio::select! {
+        _ = work => {}
+        _ = futures_util::future::join(feed, close) => {}
+    }
+}
+
+/// Queues each changed pod (once, however many of its events wait).
+async fn feed(changed: impl Stream<Item = Arc<Pod>>, queue: Arc<Queue>) {
+    changed
+        .for_each(|pod| {
+            if let Some(ahead) = queue.add(ObjectRef::from_obj(&*pod))
+                && ahead > 0
+            {
+                debug!(pod = %key(&*pod), ahead, "queued behind other pods");
+            }
+            std::future::ready(())
+        })
+        .await
+}
+
+/// Reconciles queued pods, one at a time, until the queue is closed.
+async fn worker(queue: Arc<Queue>, store: Store<Pod>, ctx: Arc<Ctx>) {
+    while let Some(pod_ref) = queue.next().await {
+        // the newest version; a pod that left the cache (no longer Running) needs nothing
+        if let Some(pod) = store.get(&pod_ref)
+            && let Err(e) = reconcile(pod.clone(), &ctx).await
+        {
+            let retry = ctx.telemetry.failed(&pod, &e);
+            queue.add_after(pod_ref.clone(), retry);
+        }
+        queue.done(&pod_ref);
+    }
+}
