@@ -548,25 +548,15 @@ async fn measure(
     let busy_after = webhook_bench_running();
     let load_after = loadavg();
     let metrics = r.metrics().await;
+    let window = |name: &str, label: &str| hist_quantiles(&own_before, &metrics, name, label);
+    let sexton = r#"controller="sidecar-terminator""#;
     let (reconcile_ms, queue_ms) = match c.kind {
         Kind::Sexton { .. } => (
-            hist_quantiles(
-                &own_before,
-                &metrics,
-                "sexton_controller_reconcile_duration_seconds",
-                r#"controller="sidecar-terminator""#,
-            ),
-            hist_quantiles(
-                &own_before,
-                &metrics,
-                "sexton_controller_queue_latency_seconds",
-                r#"controller="sidecar-terminator""#,
-            ),
+            window("sexton_controller_reconcile_duration_seconds", sexton),
+            window("sexton_controller_queue_latency_seconds", sexton),
         ),
         Kind::Kruise { .. } => (
-            hist_quantiles(
-                &own_before,
-                &metrics,
+            window(
                 "controller_runtime_reconcile_time_seconds",
                 r#"controller="sidecarterminator-controller""#,
             ),

@@ -96,6 +96,20 @@ fn pair_bound(p: Option<(f64, f64)>) -> String {
     }
 }
 
+/// A table's first two lines: a column per contender.
+fn header(r: &Report, s: &SizeResult) -> String {
+    let mut out = String::from("| |");
+    for c in &s.contenders {
+        out.push_str(&format!(" {} |", title(r, c)));
+    }
+    out.push_str("\n|---|");
+    for _ in &s.contenders {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    out
+}
+
 fn size_table(r: &Report, s: &SizeResult) -> String {
     let mut out = format!(
         "**{} running pods, {} per second**: {} of them reach \"mains done\" in each contender's window, {} per second ({} % of the pods per second) for {:.0} s.\n\n",
@@ -106,16 +120,7 @@ fn size_table(r: &Report, s: &SizeResult) -> String {
         (s.rate_per_sec / s.pods as f64 * 1e4).round() / 100.0,
         r.window_secs
     );
-    out.push('|');
-    out.push_str(" |");
-    for c in &s.contenders {
-        out.push_str(&format!(" {} |", title(r, c)));
-    }
-    out.push_str("\n|---|");
-    for _ in &s.contenders {
-        out.push_str("---:|");
-    }
-    out.push('\n');
+    out.push_str(&header(r, s));
     let rows: Vec<(&str, Cell)> = vec![
         ("reaction p50 (ms)", lat(|s| s.p50)),
         ("reaction p90 (ms)", lat(|s| s.p90)),
@@ -281,16 +286,9 @@ fn requests_table(r: &Report, s: &SizeResult) -> String {
         return String::new();
     }
     let mut out = String::from(
-        "What the API server served during each window, by its own counters (`apiserver_request_total`, `apiserver_request_duration_seconds`, `apiserver_watch_events_*`; everyone's requests: the harness's, the controller's, the controller manager's): count, and in brackets the API server's mean handling time (ms).\n\n| |",
+        "What the API server served during each window, by its own counters (`apiserver_request_total`, `apiserver_request_duration_seconds`, `apiserver_watch_events_*`; everyone's requests: the harness's, the controller's, the controller manager's): count, and in brackets the API server's mean handling time (ms).\n\n",
     );
-    for c in &s.contenders {
-        out.push_str(&format!(" {} |", title(r, c)));
-    }
-    out.push_str("\n|---|");
-    for _ in &s.contenders {
-        out.push_str("---:|");
-    }
-    out.push('\n');
+    out.push_str(&header(r, s));
     for (verb, resource) in &keys {
         out.push_str(&format!("| {verb} {resource} |"));
         for c in &s.contenders {
