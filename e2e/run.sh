@@ -56,8 +56,9 @@ eval "$("$ROOT/scripts/e2e-cluster.sh" up)"
 export KUBECONFIG
 M="$ROOT/e2e/manifests"
 CTL_BIN="$ROOT/target/x86_64-unknown-linux-gnu/release/kubectl-sexton"
-# the root build (scripts/test.sh has made it already)
-(cd "$ROOT" && cargo build --release >&2)
+# built alone, as scripts/images.sh builds it (made already by scripts/test.sh): a
+# workspace build would unify the in-pod binary's features into it and link it once more
+(cd "$ROOT" && cargo build --release -p kubectl-sexton >&2)
 kubectl apply --server-side -f "$ROOT/deploy/crd-ephemeraljob.yaml" >/dev/null
 kubectl wait --for=condition=Established --timeout=30s crd/ephemeraljobs.sexton.dev >/dev/null
 

@@ -28,10 +28,20 @@ KREW_VERSION=v0.4.3
 
 TOOLS="${SEXTON_TOOLS_CACHE:-$HOME/.cache/sexton-tools}"
 
+# wait_for_other_build NAME: holds NAME's lock until this script exits, so that a build of
+# it under way elsewhere (scripts/test.sh builds the release tools ahead, in the background)
+# is waited for instead of run twice into the same directory.
+wait_for_other_build() {
+  mkdir -p "$TOOLS"
+  exec 9>"$TOOLS/.$1.lock"
+  flock -w 1800 9 || die "another build of $1 has held $TOOLS/.$1.lock for 30 minutes"
+}
+
 # go_tool NAME PACKAGE@VERSION [LDFLAGS]: builds NAME unless cached, prints its path.
 go_tool() {
   local name=$1 pkg=$2 ldflags="-s -w ${3:-}"
   local dir="$TOOLS/$name-${pkg##*@}"
+  wait_for_other_build "$name"
   if [ ! -x "$dir/$name" ]; then
     command -v go >/dev/null || die "go is needed to build $name (Go >= 1.26: $pkg)"
     log "building $pkg into $dir"
@@ -62,6 +72,7 @@ case "${1:-}" in
       "-X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION" ;;
   cargo-cyclonedx)
     dir="$TOOLS/cargo-cyclonedx-$CYCLONEDX_VERSION"
+    wait_for_other_build cargo-cyclonedx
     if [ ! -x "$dir/bin/cargo-cyclonedx" ]; then
       log "building cargo-cyclonedx $CYCLONEDX_VERSION into $dir"
       start=$SECONDS
