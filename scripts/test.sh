@@ -75,45 +75,47 @@ need go || { echo "Go >= 1.24 is needed to build the test control plane (testenv
 # kubectl: the machine's, else one built from the same Kubernetes release
 need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
 
-# The chart and the workflows, before the long build. helm and actionlint are built from
-# their Go modules on first use (scripts/tools.sh, cached in ~/.cache/sexton-tools);
-# actionlint runs shellcheck on the workflows' scripts. The chart's server-side dry runs
-# are in crates/kubectl-sexton/tests/chart.rs.
-need shellcheck || apt_install shellcheck
-HELM="$(scripts/tools.sh helm)"; export HELM
-"$HELM" lint --strict charts/sexton
+need shellcheck || apt_install shellcheck   # (actionlint runs it on the workflows' scripts)
 
-# The release step's tools (cosign, cargo-cyclonedx, krew: ~8 minutes of builds when not
-# cached) are built ahead, in the background at the lowest priority: the tests leave a core
-# idle much of the time. scripts/tools.sh's lock makes the release step wait for a build
-# still under way rather than start a second one. Only for a full run.
-PREBUILD=""
-if [ $# -eq 0 ]; then
-  # shellcheck disable=SC2016  # (expanded by the inner shell)
-  setsid bash -c 'for t in cosign cargo-cyclonedx krew; do nice -n 19 scripts/tools.sh "$t" || true; done' \
-    >"${TMPDIR:-/tmp}/sexton-test-prebuild.log" 2>&1 </dev/null &
-  PREBUILD=$!
-fi
-scripts/manifests.sh check              # deploy/ is the chart rendered
-"$(scripts/tools.sh actionlint)" .github/workflows/*.yaml
+# Background builds. bg NAME NICENESS CMD...: runs CMD in a session of its own (so that the
+# EXIT trap stops it with its children), its output in $TMPDIR/sexton-test-NAME.log;
+# wait_bg NAME: waits for it, and on failure shows its output and fails the run.
+declare -A BG=()
+bg() {
+  local name=$1 n=$2; shift 2
+  setsid nice -n "$n" "$@" >"${TMPDIR:-/tmp}/sexton-test-$name.log" 2>&1 </dev/null &
+  BG[$name]=$!
+}
+wait_bg() {
+  wait "${BG[$1]}" && return 0
+  cat "${TMPDIR:-/tmp}/sexton-test-$1.log" >&2
+  echo "test.sh: the background build '$1' failed (output above)" >&2; exit 1
+}
 
-# The test control plane (etcd, kube-apiserver, kube-controller-manager) for tests/api.rs:
-# built from Go modules on first use (cached in ~/.cache/sexton-testenv), started on
-# 127.0.0.1, and stopped again at the end if this run started it (with the e2e node: a
-# failed `down`, such as a containerd shim left behind, fails the run).
-# The same for the test registries of tests/registry.rs (scripts/registry.sh: Debian's
-# docker-registry and skopeo, installed by `up` if missing).
+# The test control plane (etcd, kube-apiserver, kube-controller-manager) for the tests
+# against the API server, and on a full run the e2e node's kubelet and kube-scheduler, are
+# built from Go modules on first use (scripts/testenv.sh, cached in ~/.cache/sexton-testenv),
+# as are helm and actionlint (scripts/tools.sh, ~/.cache/sexton-tools): on a new machine
+# ~20 minutes of builds, which run in the background while the Rust binaries build. The
+# release profile's LTO keeps one core busy for minutes at a time and leaves the other
+# idle; one after the other, the two took over half of a cold run.
+# The control plane is started on 127.0.0.1 after them, and stopped again at the end if
+# this run started it (with the e2e node: a failed `down`, such as a containerd shim left
+# behind, fails the run). The same for the test registries of tests/registry.rs
+# (scripts/registry.sh: Debian's docker-registry and skopeo, installed by `up` if missing).
 STOP_TESTENV=0 STOP_REGISTRY=0
 scripts/testenv.sh status >/dev/null 2>&1 || STOP_TESTENV=1
 scripts/registry.sh status >/dev/null 2>&1 || STOP_REGISTRY=1
 # shellcheck disable=SC2154  # rc is assigned by the trap itself
 trap 'rc=$?
-  [ -z "$PREBUILD" ] || kill -- -"$PREBUILD" 2>/dev/null || true
+  for pid in "${BG[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
   if [ $STOP_TESTENV = 1 ]; then scripts/e2e-cluster.sh down || rc=1; scripts/testenv.sh down; fi
   if [ $STOP_REGISTRY = 1 ]; then scripts/registry.sh down || rc=1; fi
   exit $rc' EXIT
-scripts/testenv.sh up
-scripts/registry.sh up
+NODE_BINARIES=(true); [ $# -gt 0 ] || NODE_BINARIES=(scripts/testenv.sh build kubelet kube-scheduler)
+# shellcheck disable=SC2016  # (expanded by the inner shell)
+bg go-builds 10 bash -c 'set -e; scripts/tools.sh helm; scripts/tools.sh actionlint
+  scripts/testenv.sh build; scripts/testenv.sh old-webhook; "$@"' _ "${NODE_BINARIES[@]}"
 
 # The layers (docs/architecture.md): the in-pod binary links none of the cluster side's
 # crates, and the pure core nothing that does I/O.
@@ -137,6 +139,26 @@ timed images scripts/images.sh
 # The whole workspace: the pure core, the in-pod binary and the cluster-side binary.
 # (profile release-test: the release build without LTO, Cargo.toml says why)
 timed build cargo build --profile release-test --benches   # the harness must keep compiling
+timed go-builds wait_bg go-builds   # (usually done by now)
+
+# The chart and the workflows. The chart's server-side dry runs are in
+# crates/kubectl-sexton/tests/chart.rs.
+HELM="$(scripts/tools.sh helm)"; export HELM
+"$HELM" lint --strict charts/sexton
+scripts/manifests.sh check              # deploy/ is the chart rendered
+"$(scripts/tools.sh actionlint)" .github/workflows/*.yaml
+
+scripts/testenv.sh up
+scripts/registry.sh up
+
+# The release step's tools (cosign, cargo-cyclonedx, krew: ~13 minutes of builds when not
+# cached) are built ahead, in the background at the lowest priority: the tests leave a core
+# idle much of the time. scripts/tools.sh's lock makes the release step wait for a build
+# still under way rather than start a second one. Only for a full run.
+if [ $# -eq 0 ]; then
+  # shellcheck disable=SC2016  # (expanded by the inner shell)
+  bg release-tools 19 bash -c 'for t in cosign cargo-cyclonedx krew; do scripts/tools.sh "$t" || true; done'
+fi
 timed test cargo test --profile release-test "$@"
 
 # The in-pod binary for arm64, emulated: the supervisor's integration tests again, each
