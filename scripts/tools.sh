@@ -9,6 +9,8 @@
 #   scripts/tools.sh cargo-cyclonedx   cargo-cyclonedx (the SBOM in scripts/release.sh)
 #   scripts/tools.sh krew              krew (installs the plugin manifest in scripts/release.sh)
 #   scripts/tools.sh versions          the pinned versions, one `name version` a line
+#   scripts/tools.sh NAME --cached     the path only if NAME is built already, else exit 1
+#                                      (the tests ask so, to fail fast rather than build)
 #
 # Each binary goes to $SEXTON_TOOLS_CACHE/NAME-VERSION/NAME (default ~/.cache/sexton-tools),
 # built once: a new version is a new directory. The Go modules have no `replace`
@@ -41,6 +43,10 @@ wait_for_other_build() {
 go_tool() {
   local name=$1 pkg=$2 ldflags="-s -w ${3:-}"
   local dir="$TOOLS/$name-${pkg##*@}"
+  if [ "$CACHED_ONLY" = 1 ]; then
+    [ -x "$dir/$name" ] || exit 1
+    echo "$dir/$name"; return
+  fi
   wait_for_other_build "$name"
   if [ ! -x "$dir/$name" ]; then
     command -v go >/dev/null || die "go is needed to build $name (Go >= 1.26: $pkg)"
@@ -56,6 +62,7 @@ go_tool() {
   echo "$dir/$name"
 }
 
+CACHED_ONLY=0; [ "${2:-}" != --cached ] || CACHED_ONLY=1
 case "${1:-}" in
   helm)
     # (helm prints this version; without it, `helm version` says v4 "unreleased")

@@ -15,6 +15,8 @@ pub enum Event {
     Ready,
     /// The lock of this dependency was released: its supervisor is gone.
     LockReleased(String),
+    /// A lock waiter could not block on this dependency's lock (and why).
+    LockWaitFailed(String, String),
     /// The Kubernetes API shows the pod.
     Pod(PodView),
     /// The Kubernetes API could not be reached (yet); says where and why.

@@ -132,31 +132,55 @@ pub fn relink_lock(graveyard: &Path, name: &str) -> io::Result<Option<Flock<File
     }
 }
 
+/// A peer's lock as a probe found it. `Held` keeps the descriptor that found it held, so
+/// that a lock waiter blocks on exactly that lock: opened again later, the path could name
+/// another file or none (a graveyard removed in between), and a waiter that cannot open it
+/// would leave the dependency watched by nobody.
+#[derive(Debug)]
+pub enum Probe {
+    /// No lock file (not started, or a kubexit container).
+    Unknown,
+    /// Its supervisor is gone.
+    Free,
+    /// Its supervisor is alive; the descriptor that found it so.
+    Held(File),
+}
+
+impl Probe {
+    pub fn lock(&self) -> Lock {
+        match self {
+            Probe::Unknown => Lock::Unknown,
+            Probe::Free => Lock::Free,
+            Probe::Held(_) => Lock::Held,
+        }
+    }
+}
+
 /// Probes a peer's lock without disturbing it: a shared, non-blocking flock on a read-only
 /// descriptor, released at once (read-only, so closing it raises no IN_CLOSE_WRITE).
-/// Held: its supervisor is alive; Free: it is gone; Unknown: no lock file (not started, or
-/// a kubexit container). `Err`: a lock file that cannot be probed, and why.
-pub fn lock_state(graveyard: &Path, name: &str) -> Result<Lock, Unusable> {
+/// `Err`: a lock file that cannot be probed, and why.
+pub fn probe(graveyard: &Path, name: &str) -> Result<Probe, Unusable> {
     let f = match open_regular(&graveyard.join(lock_file_name(name))) {
         Ok(f) => f,
-        Err(ReadError::NotFound) => return Ok(Lock::Unknown),
+        Err(ReadError::NotFound) => return Ok(Probe::Unknown),
         Err(ReadError::Unusable(why)) => return Err(why),
     };
     match Flock::lock(f, FlockArg::LockSharedNonblock) {
-        Ok(_held_for_an_instant) => Ok(Lock::Free),
-        Err((_, Errno::EWOULDBLOCK)) => Ok(Lock::Held),
+        Ok(_held_for_an_instant) => Ok(Probe::Free),
+        Err((f, Errno::EWOULDBLOCK)) => Ok(Probe::Held(f)),
         Err((_, e)) => Err(Unusable::Flock(e)),
     }
 }
 
-/// Blocks until `name`'s lock is free (its supervisor released it, i.e. died), then
-/// returns. Returns at once with an error if there is no usable lock file. Meant for a
-/// thread of its own: a blocked shared flock does not disturb the holder.
-pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
-    let mut f = open_regular(&graveyard.join(lock_file_name(name))).map_err(|e| match e {
-        ReadError::NotFound => io::Error::from(io::ErrorKind::NotFound),
-        ReadError::Unusable(why) => io::Error::other(why.to_string()),
-    })?;
+/// `probe`, without the descriptor: Held means alive, Free gone, Unknown no lock file.
+pub fn lock_state(graveyard: &Path, name: &str) -> Result<Lock, Unusable> {
+    probe(graveyard, name).map(|p| p.lock())
+}
+
+/// Blocks until the lock behind `f` (a descriptor a probe found held) is free: its
+/// supervisor released it, i.e. died. Meant for a thread of its own: a blocked shared
+/// flock does not disturb the holder.
+pub fn wait_released(mut f: File) -> io::Result<()> {
     loop {
         match Flock::lock(f, FlockArg::LockShared) {
             Ok(_released_at_once) => return Ok(()),
@@ -164,6 +188,16 @@ pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
             Err((_, e)) => return Err(io::Error::from(e)),
         }
     }
+}
+
+/// `wait_released` on `name`'s lock file; an error at once if there is no usable one.
+#[cfg(test)]
+pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
+    let f = open_regular(&graveyard.join(lock_file_name(name))).map_err(|e| match e {
+        ReadError::NotFound => io::Error::from(io::ErrorKind::NotFound),
+        ReadError::Unusable(why) => io::Error::other(why.to_string()),
+    })?;
+    wait_released(f)
 }
 
 #[cfg(test)]

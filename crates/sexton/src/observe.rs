@@ -4,9 +4,10 @@
 //! changes.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::events::{Event, Poster};
 use crate::files::{self, Lookup, StatKey, Watched};
@@ -32,8 +33,14 @@ struct Dep {
     lock_problem: Option<String>,
     /// The lock was held at the last read.
     lock_held: bool,
+    /// The descriptor that found it held, for the waiter to block on.
+    held: Option<File>,
     /// A thread is blocked on the lock.
     waiter: bool,
+    /// No waiter thread could be started (logged once until one starts again).
+    waiter_unstartable: bool,
+    /// A waiter failed to block on this lock: none is armed again, the poll covers it.
+    waiter_broken: bool,
     /// Its death without a record was announced.
     announced: bool,
 }
@@ -50,7 +57,10 @@ impl Observer {
                     bad: None,
                     lock_problem: None,
                     lock_held: false,
+                    held: None,
                     waiter: false,
+                    waiter_unstartable: false,
+                    waiter_broken: false,
                     announced: false,
                 };
                 (n.clone(), dep)
@@ -99,6 +109,9 @@ impl Observer {
             state = classify(record_of(&lookup), || Lock::Free);
         }
         dep.lock_held = lock_read == Lock::Held;
+        if !dep.lock_held {
+            dep.held = None; // (a descriptor of an earlier read: not what holds now)
+        }
         dep.log(name, &lookup, &state);
         state
     }
@@ -110,32 +123,61 @@ impl Observer {
             && self
                 .deps
                 .get(name)
-                .is_some_and(|d| d.lock_held && !d.waiter)
+                .is_some_and(|d| d.lock_held && d.held.is_some() && !d.waiter && !d.waiter_broken)
     }
 
     /// Arms a thread blocked on a live dependency's lock: it wakes the moment the lock is
     /// released, however the holder died. Exact, and independent of inotify (the kernel
     /// queues the close event *before* it releases the flock, so an event-driven probe
-    /// alone could still see the lock held).
+    /// alone could still see the lock held). The thread blocks on the very descriptor
+    /// the last read found held, and says so if it cannot block (`Event::LockWaitFailed`):
+    /// a dependency believed waited for while nobody waits would be watched by nothing.
     pub fn arm_waiter(&mut self, name: &str) {
         let Some(dep) = self.deps.get_mut(name) else {
             return;
         };
-        let (dir, dep_name, poster) = (self.dir.clone(), name.to_string(), self.poster.clone());
+        let Some(file) = dep.held.take() else {
+            return;
+        };
+        let (dep_name, poster) = (name.to_string(), self.poster.clone());
         let spawned = std::thread::Builder::new()
             .name("lock-waiter".into())
             .stack_size(64 * 1024)
             .spawn(move || {
-                if locks::wait_lock_released(&dir, &dep_name).is_ok() {
-                    poster.post(Event::LockReleased(dep_name));
-                }
+                poster.post(match locks::wait_released(file) {
+                    Ok(()) => Event::LockReleased(dep_name),
+                    Err(e) => Event::LockWaitFailed(dep_name, e.to_string()),
+                });
             });
         match spawned {
-            Ok(_) => dep.waiter = true,
-            Err(e) => warn!(
+            Ok(_) => {
+                dep.waiter = true;
+                if std::mem::take(&mut dep.waiter_unstartable) {
+                    info!(dep = name, "lock waiter started after all");
+                }
+            }
+            // said once, and again only after a waiter could be started in between
+            // (each poll retries: a pids limit may be lifted)
+            Err(e) if !dep.waiter_unstartable => {
+                warn!(
+                    dep = name,
+                    "cannot start a lock waiter ({e}); relying on events and polling"
+                );
+                dep.waiter_unstartable = true;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// A waiter could not block on `name`'s lock: the dependency is polled from now on.
+    pub fn waiter_failed(&mut self, name: &str, why: &str) {
+        if let Some(dep) = self.deps.get_mut(name) {
+            warn!(
                 dep = name,
-                "cannot start a lock waiter ({e}); relying on events and polling"
-            ),
+                "cannot wait on the lock of {name:?} ({why}); polling it instead"
+            );
+            dep.waiter = false;
+            dep.waiter_broken = true;
         }
     }
 
@@ -188,12 +230,17 @@ fn record_of(lookup: &Lookup) -> Record<'_> {
 }
 
 impl Dep {
-    /// Probes the lock; a lock file that cannot be probed is logged once, with the
-    /// consequence.
+    /// Probes the lock, keeping the descriptor if it is held; a lock file that cannot be
+    /// probed is logged once, with the consequence.
     fn probe_lock(&mut self, dir: &Path, name: &str) -> Lock {
-        match locks::lock_state(dir, name) {
-            Ok(lock) => {
+        self.held = None;
+        match locks::probe(dir, name) {
+            Ok(probe) => {
                 self.lock_problem = None;
+                let lock = probe.lock();
+                if let locks::Probe::Held(f) = probe {
+                    self.held = Some(f);
+                }
                 lock
             }
             Err(why) => {
@@ -236,5 +283,64 @@ impl Dep {
             );
             self.announced = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::{Acquired, acquire_lock};
+    use std::time::Duration;
+
+    /// The waiter blocks on the lock the read found held, even when the graveyard is
+    /// removed between the read and the waiter thread's start. (It used to open the path
+    /// again on its own thread: under load that open came after the removal, found
+    /// nothing, and left a dependency believed waited for watched by nobody: a sidecar
+    /// that never stopped, faults_graveyard's graveyard_removed_while_running.)
+    #[test]
+    fn waiter_blocks_on_the_lock_it_read_even_after_the_graveyard_went() {
+        let d = std::env::temp_dir().join(format!("sexton-observe-{}", files::unique_suffix()));
+        std::fs::create_dir_all(&d).unwrap();
+        let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
+            panic!("lock not taken");
+        };
+        std::fs::write(d.join("main"), "{\"Born\":\"2026-01-01T00:00:00Z\"}\n").unwrap();
+        let (poster, events) = Poster::new().unwrap();
+        let mut o = Observer::new(&d, &["main".to_string()], true, poster);
+        assert_eq!(o.read("main", false), DepState::Alive { ready: false });
+        assert!(o.wants_waiter("main"));
+        std::fs::remove_dir_all(&d).unwrap();
+        o.arm_waiter("main");
+        assert!(!o.any_unwaited(|_| true), "the waiter is armed");
+        assert!(
+            events.recv_timeout(Duration::from_millis(200)).is_err(),
+            "nothing happened yet"
+        );
+        drop(held);
+        match events.recv_timeout(Duration::from_secs(10)) {
+            Ok(Event::LockReleased(n)) => assert_eq!(n, "main"),
+            other => panic!("expected the release of main's lock, got {other:?}"),
+        }
+    }
+
+    /// A lock that was held at one read and is not at the next leaves no descriptor behind
+    /// for a waiter (it would block on a file that no longer says anything).
+    #[test]
+    fn no_waiter_without_a_held_lock() {
+        let d = std::env::temp_dir().join(format!("sexton-observe-{}", files::unique_suffix()));
+        std::fs::create_dir_all(&d).unwrap();
+        let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
+            panic!("lock not taken");
+        };
+        std::fs::write(d.join("main"), "{\"Born\":\"2026-01-01T00:00:00Z\"}\n").unwrap();
+        let (poster, _events) = Poster::new().unwrap();
+        let mut o = Observer::new(&d, &["main".to_string()], true, poster);
+        assert_eq!(o.read("main", false), DepState::Alive { ready: false });
+        drop(held);
+        assert_eq!(o.read("main", false), DepState::Dead { exit_code: None });
+        assert!(!o.wants_waiter("main"));
+        o.arm_waiter("main");
+        assert!(o.any_unwaited(|_| true), "no waiter on a free lock");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

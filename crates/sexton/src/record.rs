@@ -122,6 +122,25 @@ impl OwnRecord {
         works
     }
 
+    /// The path of this container's lock file, if it holds one (not where flock is not
+    /// supported).
+    pub fn lock_path(&self) -> Option<PathBuf> {
+        (!self.locks.is_empty()).then(|| self.dir.join(locks::lock_file_name(&self.name)))
+    }
+
+    /// Whether the lock file at its path is still the one we hold (a graveyard removed or
+    /// emptied took it away). True where there is none to check.
+    pub fn lock_in_place(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let (Some(path), Some(lock)) = (self.lock_path(), self.locks.last()) else {
+            return true;
+        };
+        match (std::fs::symlink_metadata(path), lock.metadata()) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+
     /// Records `Born`, durably, in a fresh record: a restarted container replaces its old
     /// tombstone. The child must not be started if this fails. `Ready` comes after the
     /// child was started (`record_ready`): a peer waiting for it must never see a

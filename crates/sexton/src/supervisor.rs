@@ -71,7 +71,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
     let watched = core.watched();
     let (watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
     let graveyard = Watched::new(&cfg.graveyard);
-    let always_poll = watcher.is_none();
+    let always_poll = watcher.is_none() || !watch_own_lock(watcher.as_ref(), &record);
     let mut sup = Supervisor {
         observer: Observer::new(&cfg.graveyard, &watched, locks_work, poster.clone()),
         graveyard_id: graveyard.dir_identity(),
@@ -135,6 +135,24 @@ fn start_watch(
         );
     }
     Ok((watcher, poll))
+}
+
+/// Watches this container's own lock file, through which a removed or emptied graveyard is
+/// noticed (see `watch.rs`). `false` if it cannot be watched: then only the poll notices.
+fn watch_own_lock(watcher: Option<&GraveyardWatcher>, record: &OwnRecord) -> bool {
+    let (Some(w), Some(lock)) = (watcher, record.lock_path()) else {
+        return true;
+    };
+    match w.watch_own_lock(&lock) {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(
+                "cannot watch {} ({e}); polling to notice a removed graveyard",
+                lock.display()
+            );
+            false
+        }
+    }
 }
 
 /// Which descriptors `ppoll` found ready.
@@ -308,7 +326,7 @@ impl Supervisor {
         let core = &self.core;
         let changes = w.drain(|file| core.is_watched(locks::owner_of(file)));
         let mut actions = vec![];
-        if changes.dir_gone {
+        if changes.dir_gone || (changes.own_lock && self.presence_lost()) {
             actions.extend(self.graveyard_gone(now));
         } else if changes.overflow {
             warn!("graveyard watch lost events; re-reading dependencies");
@@ -323,7 +341,7 @@ impl Supervisor {
     /// The poll (modes `poll` and `auto`): the graveyard still there, and the
     /// dependencies whose files changed since they were last read.
     fn poll_graveyard(&mut self, now: Instant) -> Vec<Action> {
-        if self.graveyard.dir_identity() != self.graveyard_id {
+        if self.presence_lost() {
             return self.graveyard_gone(now);
         }
         let mut actions = vec![];
@@ -333,12 +351,19 @@ impl Supervisor {
         actions
     }
 
-    /// The graveyard was removed (or replaced): re-create it with our lock and record,
-    /// watch the new directory, and read every dependency again. A dependency seen dead
-    /// stays dead (the core's rule), so wiping its tombstone changes nothing.
+    /// Whether the graveyard is no longer the one we are in: removed, replaced, or emptied
+    /// (our lock file went with it).
+    fn presence_lost(&self) -> bool {
+        self.graveyard.dir_identity() != self.graveyard_id || !self.record.lock_in_place()
+    }
+
+    /// The graveyard was removed, replaced or emptied: re-create it with our lock and
+    /// record, watch the new directory and lock, and read every dependency again. A
+    /// dependency seen dead stays dead (the core's rule), so wiping its tombstone changes
+    /// nothing.
     fn graveyard_gone(&mut self, now: Instant) -> Vec<Action> {
         warn!(
-            "the graveyard {} was removed or replaced; re-creating it and putting this container's lock and record back",
+            "the graveyard {} was removed, replaced or emptied; re-creating it and putting this container's lock and record back",
             self.cfg.graveyard.display()
         );
         if let Err(e) = self.record.restore() {
@@ -347,7 +372,7 @@ impl Supervisor {
                 self.cfg.graveyard.display()
             );
         }
-        if let Some(w) = &self.watcher {
+        if let Some(w) = &mut self.watcher {
             if let Err(e) = w.rewatch() {
                 warn!(
                     "cannot watch the re-created graveyard ({e}); only the poll sees changes now"
@@ -355,6 +380,10 @@ impl Supervisor {
                 self.poll = Some(self.cfg.poll_interval);
                 self.always_poll = true;
             }
+        }
+        if !watch_own_lock(self.watcher.as_ref(), &self.record) {
+            self.poll = Some(self.cfg.poll_interval);
+            self.always_poll = true;
         }
         self.graveyard_id = self.graveyard.dir_identity();
         self.observer.forget();
@@ -372,6 +401,10 @@ impl Supervisor {
                     vec![]
                 }
                 Event::LockReleased(dep) => self.observe(&dep, true, now),
+                Event::LockWaitFailed(dep, why) => {
+                    self.observer.waiter_failed(&dep, &why);
+                    self.observe(&dep, false, now)
+                }
                 Event::Pod(view) => {
                     debug!(ready = ?view.ready, "ready containers according to the API");
                     self.core.on_pod(&view, now)

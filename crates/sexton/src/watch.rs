@@ -11,6 +11,12 @@
 //!   written in place) only while some dependency has no lock file yet. Once every
 //!   dependency holds its lock, a program creating thousands of files wakes nothing.
 //!
+//! The directory's own deletion is not enough to notice its removal: the kernel reports
+//! IN_DELETE_SELF only once the last file that was in it is closed, and this container's
+//! own lock file, held for its whole life, always is open. The lock file is therefore
+//! watched too (`watch_own_lock`): removing the graveyard, or emptying it, unlinks it,
+//! which raises IN_ATTRIB on it at once.
+//!
 //! Opens and reads are never subscribed: a watcher that reacts to a read by reading again
 //! would feed itself (the `notify` crate subscribes IN_OPEN and did exactly that here once).
 //! Deletions of files are not subscribed either: a vanished tombstone changes no decision
@@ -34,6 +40,11 @@ const BASE: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
     .union(AddWatchFlags::IN_ONLYDIR);
 /// Events that matter while a dependency has no lock file yet.
 const UNLOCKED: AddWatchFlags = AddWatchFlags::IN_CREATE.union(AddWatchFlags::IN_CLOSE_WRITE);
+/// Events of the own lock file: unlinked (its link count changes) or moved away. Peers
+/// only open it read-only and flock it, which raises neither.
+const OWN_LOCK: AddWatchFlags = AddWatchFlags::IN_ATTRIB
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_DONT_FOLLOW);
 
 /// What the watch must report now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +81,9 @@ const HEADER: usize = 16;
 pub struct GraveyardWatcher {
     inotify: Inotify,
     dir: PathBuf,
+    /// The watch of the directory now at `dir`. Every other watch is of the own lock
+    /// file, or of a directory that was at `dir` before.
+    dir_wd: i32,
     interest: Interest,
     buf: Box<[u64; BUF_WORDS]>,
 }
@@ -83,6 +97,9 @@ pub struct Changes {
     pub overflow: bool,
     /// The directory was deleted, moved or unmounted: the watch is gone.
     pub dir_gone: bool,
+    /// This container's own lock file was unlinked, moved or changed: the graveyard may
+    /// have been removed or emptied (the caller checks).
+    pub own_lock: bool,
 }
 
 /// Starts watching with the widest interest; `set_interest` narrows it.
@@ -91,10 +108,11 @@ pub fn watch(graveyard: &Path) -> nix::Result<GraveyardWatcher> {
     let interest = Interest {
         unlocked_deps: true,
     };
-    inotify.add_watch(graveyard, interest.mask())?;
+    let dir_wd = inotify.add_watch(graveyard, interest.mask())?.as_raw();
     Ok(GraveyardWatcher {
         inotify,
         dir: graveyard.to_path_buf(),
+        dir_wd,
         interest,
         buf: Box::new([0; BUF_WORDS]),
     })
@@ -106,10 +124,16 @@ impl GraveyardWatcher {
     }
 
     /// Watches the graveyard path again (after it was re-created).
-    pub fn rewatch(&self) -> nix::Result<()> {
-        self.inotify
-            .add_watch(&self.dir, self.interest.mask())
-            .map(|_| ())
+    pub fn rewatch(&mut self) -> nix::Result<()> {
+        self.dir_wd = self.inotify.add_watch(&self.dir, self.interest.mask())?.as_raw();
+        Ok(())
+    }
+
+    /// Watches this container's own lock file (again, after it was put back): see the
+    /// module's comment. The watch of a replaced lock file stays until that file is
+    /// closed; its events are still news (it was ours).
+    pub fn watch_own_lock(&self, lock: &Path) -> nix::Result<()> {
+        self.inotify.add_watch(lock, OWN_LOCK).map(|_| ())
     }
 
     /// Changes what is reported (inotify_add_watch on a watched inode replaces its mask).
@@ -119,7 +143,7 @@ impl GraveyardWatcher {
         if interest == self.interest {
             return Ok(false);
         }
-        self.inotify.add_watch(&self.dir, interest.mask())?;
+        self.dir_wd = self.inotify.add_watch(&self.dir, interest.mask())?.as_raw();
         let grew = interest.unlocked_deps && !self.interest.unlocked_deps;
         self.interest = interest;
         Ok(grew)
@@ -143,7 +167,7 @@ impl GraveyardWatcher {
                     break;
                 }
             };
-            parse(&bytes[..n], &relevant, &mut c);
+            parse(&bytes[..n], &relevant, self.dir_wd, &mut c);
             if n < bytes.len() / 2 {
                 break; // a short read emptied the queue; ppoll reports anything newer
             }
@@ -152,10 +176,13 @@ impl GraveyardWatcher {
     }
 }
 
-/// Parses a buffer of `struct inotify_event`s into `c`.
-fn parse(mut bytes: &[u8], relevant: &impl Fn(&str) -> bool, c: &mut Changes) {
+/// Parses a buffer of `struct inotify_event`s into `c`. `dir_wd`: the watch of the
+/// graveyard directory; events of any other watch are the own lock file's (earlier
+/// directories' watches report nothing but their late removal, which is old news).
+fn parse(mut bytes: &[u8], relevant: &impl Fn(&str) -> bool, dir_wd: i32, c: &mut Changes) {
     let word = |b: &[u8], at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     while bytes.len() >= HEADER {
+        let wd = word(bytes, 0) as i32;
         let mask = word(bytes, 4);
         let len = word(bytes, 12) as usize;
         let Some(name_bytes) = bytes.get(HEADER..HEADER + len) else {
@@ -164,6 +191,13 @@ fn parse(mut bytes: &[u8], relevant: &impl Fn(&str) -> bool, c: &mut Changes) {
         bytes = &bytes[HEADER + len..];
         if mask & OVERFLOW != 0 {
             c.overflow = true;
+            continue;
+        }
+        if wd != dir_wd {
+            // the own lock file, or an earlier graveyard (removed, or the path now names
+            // another directory): either way, look again
+            c.own_lock = true;
+            continue;
         }
         if mask & GONE != 0 {
             c.dir_gone = true;

@@ -417,6 +417,7 @@ fn pod_name_without_namespace_is_a_config_error() {
 
 #[test]
 fn testenv_up_twice_then_down_leaves_no_process_behind() {
+    testenv(); // (built and running: this test must not build a control plane)
     // a second control plane on other ports and state, so the shared one is untouched
     let state = std::env::temp_dir().join(format!("sexton-testenv-updown-{}", std::process::id()));
     let run = |verb: &str| {

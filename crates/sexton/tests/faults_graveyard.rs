@@ -688,7 +688,7 @@ fn graveyard_removed_while_running() {
         remove_while_recreated(&pod.graveyard);
         fs::write(pod.path("fifo"), "go\n").unwrap();
         assert_eq!(main.wait(), 3, "{watch}: {}", main.logs());
-        let st = sidecar.wait_status(Duration::from_secs(5));
+        let st = sidecar.wait_status(TIMEOUT);
         assert!(
             st.is_some(),
             "{watch}: the sidecar never noticed main's death after the graveyard was removed:\n{}\n--- main:\n{}",
@@ -708,6 +708,61 @@ fn graveyard_removed_while_running() {
         assert!(
             sidecar.logs().contains("died with exit code 3"),
             "{watch}: {}",
+            sidecar.logs()
+        );
+    }
+}
+
+/// A graveyard removed or emptied under a running sidecar is noticed at once, not at the
+/// next death: the sidecar puts its lock and record back while main still runs, so peers
+/// that look now see it alive. (The directory's own IN_DELETE_SELF never comes while a
+/// file that was in it is open, and a supervisor's lock always is: before the own lock
+/// file was watched, the sidecar noticed nothing until main's death, and then only
+/// through its lock waiter.) Main's death is then seen with its exit code.
+#[test]
+fn removed_or_emptied_graveyard_is_restored_at_once() {
+    for how in ["removed", "emptied"] {
+        let pod = Pod::new("restore");
+        pod.fifo("fifo");
+        let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 3"]);
+        let mut sidecar = pod.container(
+            "sidecar",
+            &[("KUBEXIT_DEATH_DEPS", "main")],
+            &["sh", "-c", &term_recorder("term", 0)],
+        );
+        pod.wait_born("main");
+        pod.wait_born("sidecar");
+        pod.wait_file("term.started");
+
+        if how == "removed" {
+            remove_while_recreated(&pod.graveyard);
+        } else {
+            for e in fs::read_dir(&pod.graveyard).unwrap().flatten() {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        let back = wait_until(TIMEOUT, || {
+            exists(&pod.graveyard.join(".sidecar.lock"))
+                && has(&pod.tombstone("sidecar"), "Born")
+        });
+        assert!(
+            back,
+            "{how}: the sidecar did not put its lock and record back while main ran:\n{}",
+            sidecar.logs()
+        );
+        assert!(
+            sidecar.logs().contains("removed, replaced or emptied"),
+            "{how}: {}",
+            sidecar.logs()
+        );
+        assert!(sidecar.is_running(), "{how}: {}", sidecar.logs());
+
+        fs::write(pod.path("fifo"), "go\n").unwrap();
+        assert_eq!(main.wait(), 3, "{how}: {}", main.logs());
+        assert_eq!(sidecar.wait(), 0, "{how}: {}", sidecar.logs());
+        assert!(
+            sidecar.logs().contains("died with exit code 3"),
+            "{how}: {}",
             sidecar.logs()
         );
     }

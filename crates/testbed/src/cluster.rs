@@ -21,19 +21,21 @@ pub struct TestEnv {
     pub port: u16,
 }
 
-/// `scripts/testenv.sh up` once per test process (idempotent: reuses a running one).
+/// The running test control plane (`scripts/testenv.sh up`), asked for once per test
+/// process; `require_service` when it is not running.
 pub fn testenv() -> &'static TestEnv {
     static ENV: OnceLock<TestEnv> = OnceLock::new();
     ENV.get_or_init(|| {
-        let out = Command::new(TESTENV)
-            .arg("up")
+        let up = Command::new(TESTENV)
+            .arg("status")
             .output()
             .expect("run scripts/testenv.sh");
-        assert!(
-            out.status.success(),
-            "scripts/testenv.sh up failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !up.status.success() {
+            crate::require_service(
+                "the test API server",
+                "scripts/testenv.sh up` (its first run builds it from Go modules, ~15 min); stop it with `scripts/testenv.sh down",
+            );
+        }
         let env =
             String::from_utf8(Command::new(TESTENV).arg("env").output().unwrap().stdout).unwrap();
         let kubeconfig = PathBuf::from(env.trim().trim_start_matches("export KUBECONFIG="));

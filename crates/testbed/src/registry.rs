@@ -1,6 +1,7 @@
 //! The test registries of `scripts/registry.sh` (the distribution registry on 127.0.0.1,
 //! plain HTTP: anonymous, with basic authentication, and with bearer tokens from a token
-//! realm), with its test images: started if they are not running, once per test process.
+//! realm), with its test images, once per test process; `require_service` when they are
+//! not running.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -20,19 +21,20 @@ pub struct Registries {
     pub app_digest: String,
 }
 
-/// `scripts/registry.sh up` once per test process (idempotent: reuses running registries).
+/// The running test registries (`scripts/registry.sh up`).
 pub fn registry() -> &'static Registries {
     static REGISTRIES: OnceLock<Registries> = OnceLock::new();
     REGISTRIES.get_or_init(|| {
         let up = Command::new(REGISTRY_SH)
-            .arg("up")
+            .arg("status")
             .output()
             .expect("run scripts/registry.sh");
-        assert!(
-            up.status.success(),
-            "scripts/registry.sh up failed:\n{}",
-            String::from_utf8_lossy(&up.stderr)
-        );
+        if !up.status.success() {
+            crate::require_service(
+                "the test registry",
+                "scripts/registry.sh up`; stop it with `scripts/registry.sh down",
+            );
+        }
         let env = Command::new(REGISTRY_SH).arg("env").output().unwrap();
         assert!(
             env.status.success(),
