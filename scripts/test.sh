@@ -259,10 +259,15 @@ cargo_tests() { cargo_test "" "$@"; }
 # The names are unique in the workspace, so the test binaries of the test stage are reused.
 ARM64_TESTS=(--test supervisor --test faults_process --test faults_graveyard --test faults_extra --test resilience --test api)
 ARM64_SKIP=(--skip huge_file_at_tombstone_path_is_not_read_whole --skip child_killed_by_realtime_signal_exits_128_plus_n_with_the_signal_named --skip realtime_stop_signal_during_birth_wait_ends_without_starting_the_child --skip sigterm_while_waiting_for_own_lock_ends_without_starting_the_child --skip orphans_are_reaped_as_pid1_and_as_subreaper)
+# Every bounded wait of these tests is stretched by SEXTON_TEST_SLOWDOWN (testbed's
+# `slowdown`): the emulated binary runs its start-up and system calls several times slower
+# than the native one (measured here: the same tests take EMULATION_FACTOR times as long).
+EMULATION_FACTOR=5
 arm64() {
   arm64_emulation
-  local bin="$PWD/target/images/bin/linux-arm64/sexton"
-  SEXTON_TEST_BIN="$bin" cargo_test "SEXTON_TEST_BIN=$bin " -p sexton "${ARM64_TESTS[@]}" -- --exact "${ARM64_SKIP[@]}"
+  local -x SEXTON_TEST_BIN="$PWD/target/images/bin/linux-arm64/sexton" SEXTON_TEST_SLOWDOWN=$EMULATION_FACTOR
+  cargo_test "SEXTON_TEST_BIN=$SEXTON_TEST_BIN SEXTON_TEST_SLOWDOWN=$SEXTON_TEST_SLOWDOWN " \
+    -p sexton "${ARM64_TESTS[@]}" -- --exact "${ARM64_SKIP[@]}"
 }
 # An aarch64 binary executed on another machine runs under qemu-aarch64-static: Debian's
 # qemu-user-static registers it with binfmt_misc (flag F: the interpreter is opened at
