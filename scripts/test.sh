@@ -6,6 +6,8 @@
 # it needs. `scripts/test.sh --help` lists the stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh    # (build_workspace)
 
 usage() {
   cat <<'EOF'
@@ -25,7 +27,7 @@ reruns the failing test alone):
   layers   the crates' dependency rules (cargo tree; docs/architecture.md)
   images   the shipped static binaries (linux/amd64, linux/arm64, release profile with LTO)
            and their OCI images, checked against the Dockerfile    (scripts/images.sh)
-  build    the workspace with profile release-test, benches included (cargo build)
+  build    the workspace with profile release-nolto, benches included (cargo build)
   lint     helm lint of the chart, deploy/ rendered from it, actionlint of the workflows
   test     cargo test: every crate's tests, against the test API server
            (scripts/testenv.sh) and registries (scripts/registry.sh), started here
@@ -36,7 +38,7 @@ reruns the failing test alone):
 
 Services this script starts are stopped at its end; one already running is reused and left.
 Without this script: `scripts/testenv.sh up` and `scripts/registry.sh up`, then
-`cargo test --profile release-test [-p CRATE --test FILE -- --exact NAME]`.
+`cargo test --profile release-nolto [-p CRATE --test FILE -- --exact NAME]`.
 EOF
 }
 
@@ -133,11 +135,11 @@ wait_bg() {
 # release profile's LTO keeps one core busy for minutes at a time and leaves the other
 # idle; one after the other, the two took over half of a cold run.
 start_go_builds() {
-  local node=(true)
-  [ "$1" = node ] && node=(scripts/testenv.sh build kubelet kube-scheduler)
+  local plane=(kube-apiserver kube-controller-manager etcd)
+  [ "$1" = node ] && plane+=(kubelet kube-scheduler)   # (one go build: see testenv.sh)
   # shellcheck disable=SC2016  # (expanded by the inner shell)
-  bg go-builds 10 bash -c 'set -e; scripts/tools.sh helm; scripts/tools.sh actionlint
-    scripts/testenv.sh build; scripts/testenv.sh old-webhook; "$@"' _ "${node[@]}"
+  bg go-builds 0 bash -c 'set -e; scripts/tools.sh helm; scripts/tools.sh actionlint
+    scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook' _ "${plane[@]}"
 }
 
 # The release step's tools (cosign, cargo-cyclonedx, krew: ~13 minutes of builds when not
@@ -194,9 +196,10 @@ layers() {
 # check that they are what the Dockerfile describes. The e2e node runs these images.
 images() { scripts/images.sh; }
 
-# The whole workspace: the pure core, the in-pod binary and the cluster-side binary.
-# (profile release-test: the release build without LTO, Cargo.toml says why)
-build() { cargo build --profile release-test --benches; }   # the harness must keep compiling
+# The whole workspace: the pure core, the in-pod binary and the cluster-side binary, with
+# profile release-nolto (Cargo.toml says why); done already by `images` on a full run, whose
+# linux/amd64 kubectl-sexton it is.
+build() { build_workspace; }
 
 # The chart and the workflows. The chart's server-side dry runs are in
 # crates/kubectl-sexton/tests/chart.rs.
@@ -212,7 +215,7 @@ lint() {
 cargo_test() {
   local prefix=$1 out rc=0; shift
   out=$(mktemp "${TMPDIR:-/tmp}/sexton-test-cargo.XXXXXX")
-  cargo test --profile release-test "$@" 2>&1 | tee "$out" || rc=$?
+  cargo test --profile release-nolto "$@" 2>&1 | tee "$out" || rc=$?
   [ "$rc" = 0 ] || RERUN=$(rerun_hint "$prefix" "$out")
   rm -f "$out"
   return "$rc"
@@ -235,8 +238,8 @@ for line in log.splitlines():
 for target in failed:
     exact = " ".join(names) if len(failed) == 1 and names else ""
     tail = f" -- --exact {exact}" if exact else ""
-    out.append(f"  {prefix}cargo test --profile release-test {target}{tail}")
-print("\n".join(out) or f"  {prefix}cargo test --profile release-test  (no failing test named: see the output above)")
+    out.append(f"  {prefix}cargo test --profile release-nolto {target}{tail}")
+print("\n".join(out) or f"  {prefix}cargo test --profile release-nolto  (no failing test named: see the output above)")
 EOF
 }
 
@@ -322,24 +325,40 @@ case $MODE in
       arm64) timed images images; timed build build; timed arm64 arm64 ;;
       e2e) need_go; start_go_builds node; timed images images; timed go-builds wait_bg go-builds
         services; timed e2e e2e ;;
-      release) start_release_tools; timed images images; timed release release ;;
+      release) start_release_tools; timed images images; timed release-tools wait_bg release-tools
+        timed release release ;;
     esac ;;
-  cargo|full)
+  cargo)
     setup
     need_go
-    start_go_builds "$([ $MODE = full ] && echo node || echo no-node)"
-    timed layers layers
-    timed images images
+    start_go_builds no-node
     timed build build
-    timed go-builds wait_bg go-builds   # (usually done by now)
+    timed go-builds wait_bg go-builds
+    services
+    timed test cargo_tests "${CARGO_ARGS[@]}" ;;
+  full)
+    # A cold run is CPU-bound on two cores: everything not needed next is built in the
+    # background, at a priority that lets what is needed next go first, so that the
+    # stages that mostly wait (the tests, the node's scenarios, the release's pushes) leave
+    # no core idle. The Go builds at the priority of the foreground (the control plane is
+    # needed as soon as the workspace is built), the in-pod LTO builds (needed from the
+    # arm64 stage on) at 10, the release tools (needed last) at 19.
+    setup
+    need_go
+    scripts/images.sh tools      # (once, before two images.sh run at the same time)
+    start_go_builds node
+    start_release_tools
+    bg in-pod 10 scripts/images.sh in-pod
+    timed layers layers
+    timed cluster scripts/images.sh cluster   # (the build stage: the tests' workspace build)
+    timed go-builds wait_bg go-builds
     timed lint lint
     services
-    [ $MODE = cargo ] || start_release_tools
-    timed test cargo_tests "${CARGO_ARGS[@]}"
-    if [ $MODE = full ]; then
-      timed arm64 arm64
-      timed e2e e2e
-      timed release release
-    fi ;;
+    timed test cargo_tests
+    timed in-pod wait_bg in-pod
+    timed images scripts/images.sh package
+    timed arm64 arm64
+    timed e2e e2e
+    timed release release ;;
 esac
 echo "test.sh: minutes per step:${TIMES}"
