@@ -38,7 +38,9 @@ reruns the failing test alone):
 
 Services this script starts are stopped at its end; one already running is reused and left.
 Without this script: `scripts/testenv.sh up` and `scripts/registry.sh up`, then
-`cargo test --profile release-nolto [-p CRATE --test FILE -- --exact NAME]`.
+`cargo test --profile release-nolto [--workspace --test FILE -- --exact NAME]` (the whole
+workspace, so that the build is the full run's: a subset of it resolves other features and
+builds every dependency again).
 EOF
 }
 
@@ -222,7 +224,9 @@ cargo_test() {
 }
 
 # rerun_hint PREFIX LOG: from cargo test's output, one command per failed test binary that
-# runs just its failed tests (cargo names the binary: "to rerun pass `-p X --test Y`").
+# runs just its failed tests (cargo names the binary: "to rerun pass `-p X --test Y`"). The
+# command selects the workspace, not the package: a subset of the packages resolves other
+# features and would rebuild every dependency (test names are unique in the workspace).
 rerun_hint() {
   python3 - "$1" "$2" <<'EOF'
 import re, sys
@@ -236,6 +240,7 @@ for line in log.splitlines():
     if m:
         failed.append(m.group(1))
 for target in failed:
+    target = re.sub(r"-p \S+", "--workspace", target)
     exact = " ".join(names) if len(failed) == 1 and names else ""
     tail = f" -- --exact {exact}" if exact else ""
     out.append(f"  {prefix}cargo test --profile release-nolto {target}{tail}")
@@ -270,7 +275,7 @@ arm64() {
   arm64_emulation
   local -x SEXTON_TEST_BIN="$PWD/target/images/bin/linux-arm64/sexton" SEXTON_TEST_SLOWDOWN=$EMULATION_FACTOR
   cargo_test "SEXTON_TEST_BIN=$SEXTON_TEST_BIN SEXTON_TEST_SLOWDOWN=$SEXTON_TEST_SLOWDOWN " \
-    -p sexton "${ARM64_TESTS[@]}" -- --exact "${ARM64_SKIP[@]}"
+    "${ARM64_TESTS[@]}" -- --exact "${ARM64_SKIP[@]}"
 }
 # An aarch64 binary executed on another machine runs under qemu-aarch64-static: Debian's
 # qemu-user-static registers it with binfmt_misc (flag F: the interpreter is opened at
@@ -302,7 +307,9 @@ release() { RERUN="  scripts/release.sh local"; scripts/release.sh local; RERUN=
 # built with the same profile as the full run (so each warms the other): the unit and
 # property tests of every crate, sexton-inject's golden files, and the in-pod integration
 # tests (real processes in PID namespaces) but api.rs, which talks to the API server.
-QUICK_TESTS=(-p sexton-core -p sexton-inject -p sexton -p kubectl-sexton --lib --bins
+# --workspace, as the full run's build and tests: a subset of the packages would resolve
+# other features and build everything a second time.
+QUICK_TESTS=(--workspace --lib --bins
   --test core_properties --test tombstone_fuzz --test golden --test admission
   --test supervisor --test faults_process --test faults_graveyard --test faults_extra --test resilience --test docs)
 

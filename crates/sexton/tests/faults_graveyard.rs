@@ -388,7 +388,7 @@ fn killed_while_waiting_for_birth_deps_is_dead() {
         );
         // (the wait is bounded; without the lock, a death with no tombstone is never seen)
         sidecar.wait_log("sending SIGTERM");
-        eprintln!("{watch}: noticed after {:?}", killed_at.elapsed());
+        let noticed = killed_at.elapsed();
         assert_eq!(sidecar.wait(), 0, "{watch}: {}", sidecar.logs());
         assert!(
             sidecar.logs().contains("died (exit code unknown)"),

@@ -30,7 +30,7 @@ fn has_key(t: &Option<serde_json::Value>, k: &str) -> bool {
 }
 
 #[test]
-fn sigkill_of_whole_dependency_container_is_noticed_within_a_second() {
+fn sigkill_of_whole_dependency_container_is_noticed() {
     for watch in ["inotify", "poll", "auto"] {
         let pod = Pod::new("sigkill");
         let mut main = pod.container("main", &[], &["sleep", "1000"]);
@@ -58,7 +58,7 @@ fn sigkill_of_whole_dependency_container_is_noticed_within_a_second() {
         assert_ne!(main.wait(), 0);
         // (the wait is bounded; without the lock, a death with no tombstone is never seen)
         sidecar.wait_log("sending SIGTERM");
-        eprintln!("{watch}: noticed after {:?}", killed_at.elapsed());
+        let noticed = killed_at.elapsed();
         assert_eq!(sidecar.wait(), 0);
         let m = pod.tombstone("main").unwrap();
         assert!(
