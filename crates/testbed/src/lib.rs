@@ -29,8 +29,13 @@ pub const TESTENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/te
 /// building a control plane for a quarter of an hour, or printing one connection error per
 /// test. `scripts/test.sh` starts every service before the tests.
 pub fn require_service(what: &str, start: &str) -> ! {
-    eprintln!(
-        "\n{what} is not running: start it with `{start}` (or run everything with scripts/test.sh; scripts/test.sh --help lists the stages)\n"
+    use std::io::Write;
+    // straight to the descriptor: libtest captures eprintln!'s output and would lose it
+    let _ = std::io::stderr().write_all(
+        format!(
+            "\n{what} is not running: start it with `{start}` (or run everything with scripts/test.sh; scripts/test.sh --help lists the stages)\n"
+        )
+        .as_bytes(),
     );
     std::process::exit(2)
 }
