@@ -10,7 +10,6 @@
 #![allow(clippy::await_holding_lock, clippy::type_complexity)]
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::process::Command;
 use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -146,29 +145,14 @@ impl Ctl {
     }
 
     fn get(&self, addr: &str, path: &str) -> (u16, String) {
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-        (
-            code,
-            out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string(),
-        )
+        http_get(addr, path).unwrap_or_else(|e| panic!("GET {path} at {addr}: {e}"))
     }
 
     /// Metric samples by their full text (name with labels) → value.
     fn metrics(&self) -> BTreeMap<String, f64> {
         let (code, body) = self.get(&self.metrics, "/metrics");
         assert_eq!(code, 200);
-        body.lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect()
+        parse_metrics(&body)
     }
 }
 

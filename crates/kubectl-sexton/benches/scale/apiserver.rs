@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use kube::Client;
 use serde::Serialize;
+use testbed::parse_metrics;
 
-use crate::http::parse_metrics;
 use crate::{Result, ctx};
 
 /// The API server's counters that matter here, by full series name.

@@ -33,7 +33,6 @@ mod apiserver;
 mod cluster;
 mod contender;
 mod ejob_e2e;
-mod http;
 mod memory;
 mod plan_bench;
 mod pods;
