@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::{Result, ctx};
+use crate::error::{Result, ctx};
 
 #[derive(Debug, Clone, Serialize)]
 pub enum Kind {

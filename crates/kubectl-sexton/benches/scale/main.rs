@@ -33,11 +33,13 @@ mod apiserver;
 mod cluster;
 mod contender;
 mod ejob_e2e;
+mod error;
 mod memory;
 mod plan_bench;
 mod pods;
 mod procs;
 mod report;
+mod results;
 mod stats;
 mod window;
 
@@ -86,13 +88,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Errors of the harness: messages for the person running it.
-pub type Result<T> = std::result::Result<T, String>;
-
-/// `.map_err(ctx("doing X"))`: an error message saying what was being done.
-pub fn ctx<E: std::fmt::Display>(doing: impl Into<String>) -> impl FnOnce(E) -> String {
-    let doing = doing.into();
-    move |e| format!("{doing}: {e}")
 }
