@@ -3,19 +3,16 @@
 
 mod controller;
 mod doctor;
-mod http;
 mod inject;
-mod kube_client;
-mod logging;
 mod metrics;
-mod pod;
 mod results;
-mod service_flags;
-mod stuck;
+mod shared;
 mod version;
 mod webhook;
 
 use clap::{Parser, Subcommand};
+
+use shared::logging;
 
 #[derive(Parser)]
 #[command(

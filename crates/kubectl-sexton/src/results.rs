@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use clap::{Args, Subcommand, ValueEnum};
 use futures_util::{StreamExt, stream};
 use kube::api::{ListParams, LogParams};
@@ -14,8 +14,8 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::controller::ejob::{EphemeralJob, Relation, TargetResult, relation, result};
-use crate::kube_client;
-use crate::logging;
+use crate::shared::kube_client;
+use crate::shared::logging;
 
 /// Logs read at once, and at most this much of each.
 const LOG_CONCURRENCY: usize = 4;

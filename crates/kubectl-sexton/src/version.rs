@@ -16,7 +16,7 @@ use kube::{Api, Client};
 use serde::Serialize;
 
 use crate::inject::registry::timeout;
-use crate::{kube_client, logging};
+use crate::shared::{kube_client, logging};
 
 const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 const CRD_NAME: &str = "ephemeraljobs.sexton.dev";

@@ -23,7 +23,7 @@
 mod plan;
 #[allow(dead_code)]
 #[allow(unused_imports)]
-#[path = "../../src/pod.rs"]
+#[path = "../../src/shared/pod.rs"]
 mod pod;
 #[allow(dead_code)]
 #[path = "../../src/controller/ejob/types.rs"]
@@ -42,6 +42,11 @@ mod report;
 mod results;
 mod stats;
 mod window;
+
+/// The paths the binary's files use, for the files compiled in here.
+mod shared {
+    pub(crate) use crate::pod;
+}
 
 use std::process::ExitCode;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum, value_parser};
 
-use crate::service_flags::ServiceFlags;
+use crate::shared::service::ServiceFlags;
 use sexton_core::config::{LogFormat, LogLevel};
 use sexton_core::duration::parse_go_duration;
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use futures_util::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Controller};
@@ -30,10 +30,10 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use tracing::{error, info, warn};
 
-use crate::http::{self, Health};
-use crate::kube_client;
-use crate::logging;
 use crate::metrics::Metrics;
+use crate::shared::http::{self, Health};
+use crate::shared::kube_client;
+use crate::shared::logging;
 use flags::{Flags, Opts, Which};
 use watch::{PodEvent, PodFeed, WatchReport};
 

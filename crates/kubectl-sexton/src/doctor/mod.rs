@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::{kube_client, logging};
+use crate::shared::{kube_client, logging};
 use access::{Access, AccessError, answer};
 use report::{EXIT_CANNOT_RUN, Report};
 

@@ -18,7 +18,7 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 use sexton_inject::{ImageCommand, Options, Position, Report, Resolve, Strategy, Unresolved};
 
-use crate::logging;
+use crate::shared::logging;
 use manifest::{Format, read_all, write};
 use registry::{Platform, RegistryOpts, lookup_all};
 

@@ -26,10 +26,10 @@ use kube::runtime::events::{Recorder, Reporter};
 use sexton_inject::Options;
 use tracing::{error, info, warn};
 
-use crate::http::{self, Health};
 use crate::inject::{RegistryFlags, version};
-use crate::service_flags::ServiceFlags;
-use crate::{kube_client, logging};
+use crate::shared::http::{self, Health};
+use crate::shared::service::ServiceFlags;
+use crate::shared::{kube_client, logging};
 use certs::{CertFiles, CertStore};
 use metrics::WebhookMetrics;
 use review::Reviewer;

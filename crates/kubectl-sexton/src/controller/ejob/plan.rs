@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{EnvVar, EphemeralContainer};
 
-use crate::pod::{Container, ContainerStatus, Pod};
+use crate::shared::pod::{Container, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::core::{Selector, SelectorExt};
 

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::pod::{Container, ContainerStatus, Pod};
+use crate::shared::pod::{Container, ContainerStatus, Pod};
 
 pub use sexton_inject::{
     ENV_KRUISE_SIDECAR as ENV_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE as ENV_SIDECAR_IMAGE,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{EventType, Recorder};
 use kube::{Api, Client, ResourceExt};

@@ -1,0 +1,10 @@
+//! The shared floor: what every subcommand builds on. Subcommands (`controller`, `webhook`,
+//! `inject`, `doctor`, `version`, `results`) import these modules and the pure crates, never
+//! each other; nothing here imports a subcommand (`tests/layers.rs` checks both).
+
+pub mod http;
+pub mod kube_client;
+pub mod logging;
+pub mod pod;
+pub mod service;
+pub mod stuck;
