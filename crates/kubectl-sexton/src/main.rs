@@ -4,7 +4,6 @@
 mod controller;
 mod doctor;
 mod inject;
-mod metrics;
 mod results;
 mod shared;
 mod version;

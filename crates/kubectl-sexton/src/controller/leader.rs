@@ -17,7 +17,7 @@ use tracing::{error, info, warn};
 
 use super::flags::LeaseOpts;
 use super::{FIELD_MANAGER, Shutdown};
-use crate::metrics::Metrics;
+use crate::controller::metrics::Metrics;
 use crate::shared::http::Health;
 
 const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";

@@ -7,9 +7,9 @@
 //! reconciliations finish) and release the Lease so a standby takes over at once.
 
 pub mod ejob;
-pub mod error;
 pub mod flags;
 mod leader;
+pub mod metrics;
 mod teardown;
 pub mod telemetry;
 pub mod terminator;
@@ -30,7 +30,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use tracing::{error, info, warn};
 
-use crate::metrics::Metrics;
+use crate::controller::metrics::Metrics;
 use crate::shared::http::{self, Health};
 use crate::shared::kube_client;
 use crate::shared::logging;

@@ -17,9 +17,9 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::Event;
 use tracing::warn;
 
+use crate::controller::metrics::ActedLabel;
 use crate::controller::telemetry::{Telemetry, key};
 use crate::controller::terminator::{is_running, swapped};
-use crate::metrics::ActedLabel;
 use crate::shared::stuck::{self, Stuck};
 
 /// The longest pause between two reads of the cache (a shorter `--stuck-after` reads it
@@ -152,7 +152,7 @@ fn any_terminated(pod: &Pod) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Metrics;
+    use crate::controller::metrics::Metrics;
     use serde_json::json;
 
     fn pod(uid: &str, phase: &str, main_ago: i64, swapped: bool) -> Arc<Pod> {

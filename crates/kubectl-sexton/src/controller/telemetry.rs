@@ -15,8 +15,10 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::error::Error;
-use crate::metrics::{ActionLabels, ControllerLabel, ErrorLabels, Metrics, ReconcileTimer};
+use crate::controller::metrics::{
+    ActionLabels, ControllerLabel, ErrorLabels, Metrics, ReconcileTimer,
+};
+use crate::shared::api_error::Error;
 
 /// `namespace/name` of an object, for logs and messages.
 pub fn key<K: Resource>(obj: &K) -> String {

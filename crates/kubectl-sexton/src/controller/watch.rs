@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tracing::{debug, error, info};
 
-use crate::metrics::{Metrics, WatchLabel};
+use crate::controller::metrics::{Metrics, WatchLabel};
 use crate::shared::http::Health;
 
 /// What a watch is of, and where it reports.

@@ -2,9 +2,11 @@
 //! `inject`, `doctor`, `version`, `results`) import these modules and the pure crates, never
 //! each other; nothing here imports a subcommand (`tests/layers.rs` checks both).
 
+pub mod api_error;
 pub mod http;
 pub mod kube_client;
 pub mod logging;
+pub mod metrics;
 pub mod pod;
 pub mod service;
 pub mod stuck;

@@ -20,7 +20,7 @@ use rustls::pki_types::pem::PemObject;
 use tracing::{info, warn};
 
 use super::certs::{CertStore, not_after};
-use crate::controller::error::{Error as ApiError, Kind};
+use crate::shared::api_error::{Error as ApiError, Kind};
 
 const CA_DAYS: i64 = 3650;
 const CERT_DAYS: i64 = 365;

@@ -25,9 +25,9 @@ use super::types::{
     DEFAULT_TTL_AFTER_FINISHED, EphemeralJob, EphemeralJobStatus, Phase, REFUSED_CAP, Refused,
 };
 use crate::controller::FIELD_MANAGER;
-use crate::controller::error::Error;
+use crate::controller::metrics::Metrics;
 use crate::controller::telemetry::{Telemetry, key};
-use crate::metrics::Metrics;
+use crate::shared::api_error::Error;
 
 /// How soon a job is looked at again while the pod cache is still being filled.
 const CACHE_FILLING: Duration = Duration::from_secs(1);

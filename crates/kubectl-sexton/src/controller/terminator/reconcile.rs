@@ -13,9 +13,9 @@ use tracing::{debug, info, instrument, warn};
 use super::CONTROLLER;
 use super::decide::{Decision, Reason, Refusal, Swap, decide, swap_patch};
 use crate::controller::FIELD_MANAGER;
-use crate::controller::error::Error;
+use crate::controller::metrics::Metrics;
 use crate::controller::telemetry::{Telemetry, key};
-use crate::metrics::Metrics;
+use crate::shared::api_error::Error;
 
 /// Patches tried per reconciliation when each one conflicts with another writer.
 const MAX_ATTEMPTS: usize = 5;
