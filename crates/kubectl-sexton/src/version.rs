@@ -15,7 +15,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
 
-use crate::inject::registry::timeout;
+use crate::shared::values::timeout;
 use crate::shared::{kube_client, logging};
 
 const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -120,7 +120,7 @@ enum CannotRun {
     #[error("cannot reach the Kubernetes API server: {0}")]
     Unreachable(#[source] kube::Error),
     #[error(transparent)]
-    Manifests(#[from] crate::inject::manifest::ReadError),
+    Manifests(#[from] crate::shared::manifest::ReadError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -149,7 +149,7 @@ fn colour() -> bool {
 
 fn report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
     if !flags.filename.is_empty() {
-        let files = crate::inject::manifest::read_each(&flags.filename)?;
+        let files = crate::shared::manifest::read_each(&flags.filename)?;
         return Ok(Report::new(vec![manifests::check(&files)]));
     }
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -26,9 +26,10 @@ use kube::runtime::events::{Recorder, Reporter};
 use sexton_inject::Options;
 use tracing::{error, info, warn};
 
-use crate::inject::{RegistryFlags, version};
 use crate::shared::http::{self, Health};
+use crate::shared::registry::RegistryFlags;
 use crate::shared::service::ServiceFlags;
+use crate::shared::values::version;
 use crate::shared::{kube_client, logging};
 use certs::{CertFiles, CertStore};
 use metrics::WebhookMetrics;

@@ -21,7 +21,7 @@ use sexton_inject::{
 use tracing::{debug, info, warn};
 
 use super::metrics::WebhookMetrics;
-use crate::inject::registry::{RegistryOpts, lookup_all};
+use crate::shared::registry::{RegistryOpts, lookup_all};
 
 /// Lookups are kept this long (an image's ENTRYPOINT under a tag rarely changes; a failed
 /// lookup is retried sooner).

@@ -6,21 +6,17 @@
 //! Exit codes: 0 done; 1 a resource was refused (it is written out unchanged, nothing is
 //! lost); 2 bad flags or unreadable input (nothing is written).
 
-pub(crate) mod manifest;
-pub(crate) mod registry;
-
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use serde_json::Value;
 use sexton_inject::{ImageCommand, Options, Position, Report, Resolve, Strategy, Unresolved};
 
 use crate::shared::logging;
-use manifest::{Format, read_all, write};
-use registry::{Platform, RegistryOpts, lookup_all};
+use crate::shared::manifest::{Format, read_all, write};
+use crate::shared::registry::{RegistryFlags, RegistryOpts, lookup_all};
+use crate::shared::values::version;
 
 const REFUSED: i32 = 1;
 const UNUSABLE: i32 = 2;
@@ -58,23 +54,6 @@ pub struct InjectFlags {
     registry: RegistryFlags,
 }
 
-/// How wrap looks up images' ENTRYPOINT and CMD.
-#[derive(Args, Debug)]
-pub(crate) struct RegistryFlags {
-    /// The platform whose image is read from multi-platform images, that of the nodes the pods run on (OS/ARCH[/VARIANT])
-    #[arg(long, value_name = "OS/ARCH", default_value = "linux/amd64", value_parser = Platform::parse)]
-    platform: Platform,
-    /// A registry reached over plain HTTP (HOST[:PORT]); repeatable
-    #[arg(long, value_name = "HOST")]
-    insecure_registry: Vec<String>,
-    /// Registry credentials (a docker config.json; default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json, if present)
-    #[arg(long, value_name = "FILE")]
-    registry_config: Option<PathBuf>,
-    /// The longest one image's lookup may take (connection, authentication, manifests, config)
-    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = registry::timeout)]
-    registry_timeout: Duration,
-}
-
 #[derive(Args, Debug)]
 #[command(about = "Restore manifests injected by `kubectl sexton inject` to what they were")]
 pub struct UninjectFlags {
@@ -103,24 +82,6 @@ enum PositionArg {
     Last,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("expected MAJOR.MINOR, such as 1.29")]
-pub(crate) struct BadVersion;
-
-/// `1.29`, `v1.29.3`, `1.29+` (as some providers report it).
-pub(crate) fn version(s: &str) -> Result<(u32, u32), BadVersion> {
-    let s = s.trim().trim_start_matches('v');
-    let mut parts = s.split('.');
-    let number = |p: Option<&str>| {
-        let digits: String = p?.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    };
-    match (number(parts.next()), number(parts.next())) {
-        (Some(major), Some(minor)) => Ok((major, minor)),
-        _ => Err(BadVersion),
-    }
-}
-
 impl InjectFlags {
     fn options(&self) -> Options {
         Options {
@@ -143,18 +104,6 @@ impl InjectFlags {
 
     fn registry(&self) -> RegistryOpts {
         self.registry.opts()
-    }
-}
-
-impl RegistryFlags {
-    pub(crate) fn opts(&self) -> RegistryOpts {
-        RegistryOpts {
-            platform: self.platform.clone(),
-            insecure: self.insecure_registry.clone(),
-            docker_config: self.registry_config.clone(),
-            timeout: self.registry_timeout,
-            pull_secrets: vec![],
-        }
     }
 }
 
@@ -241,24 +190,4 @@ fn finish(docs: &[Value], format: Format, reports: &[Report]) -> i32 {
 fn unusable(e: &dyn std::fmt::Display) -> i32 {
     logging::stderr_line(&format!("kubectl-sexton: {e}"));
     UNUSABLE
-}
-
-#[cfg(test)]
-mod tests {
-    use super::version;
-
-    #[test]
-    fn versions_as_providers_report_them() {
-        for (s, v) in [
-            ("1.29", (1, 29)),
-            ("v1.28.3", (1, 28)),
-            ("1.30+", (1, 30)),
-            ("1.31.0-eks-1", (1, 31)),
-        ] {
-            assert_eq!(version(s).unwrap(), v, "{s}");
-        }
-        for s in ["", "1", "one.two", "v"] {
-            assert!(version(s).is_err(), "{s}");
-        }
-    }
 }
