@@ -18,7 +18,7 @@ use super::Ctx;
 use super::access::{Access, AccessError, optional};
 use super::report::{Check, Finding, Status};
 use crate::controller::ejob::EphemeralJob;
-use crate::webhook::certs::not_after;
+use crate::shared::certs::not_after;
 
 pub const NAME: &str = "components";
 

@@ -3,6 +3,7 @@
 //! each other; nothing here imports a subcommand (`tests/layers.rs` checks both).
 
 pub mod api_error;
+pub mod certs;
 pub mod http;
 pub mod kube_client;
 pub mod logging;

@@ -7,7 +7,7 @@
 //! metrics and health on plain HTTP ports of their own; the API server's version read at
 //! start and every few minutes (for `auto`).
 
-pub(crate) mod certs;
+mod certs;
 mod metrics;
 mod review;
 mod self_managed;
