@@ -49,7 +49,7 @@ fn main() {
         Command::Webhook(flags) => webhook::main(*flags),
         Command::Doctor(flags) => doctor::main(*flags),
         Command::Ejob(cmd) => results::main(cmd),
-        Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
+        Command::Crd => logging::stdout_line(shared::ephemeraljob::crd_yaml().trim_end()),
         Command::Version(flags) => version::main(flags),
     };
     std::process::exit(code);

@@ -13,7 +13,9 @@ use kube::api::{ListParams, LogParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::controller::ejob::{EphemeralJob, Relation, TargetResult, relation, result};
+use crate::shared::ephemeraljob::{
+    EphemeralJob, Refused, Relation, TargetResult, relation, result,
+};
 use crate::shared::kube_client;
 use crate::shared::logging;
 
@@ -134,7 +136,7 @@ async fn targets(
     Ok(all)
 }
 
-fn table(results: &[TargetResult], refused: &[crate::controller::ejob::Refused]) -> String {
+fn table(results: &[TargetResult], refused: &[Refused]) -> String {
     let mut rows =
         vec![["POD", "CONTAINER", "STATE", "EXIT", "DURATION", "MESSAGE"].map(String::from)];
     for r in results {

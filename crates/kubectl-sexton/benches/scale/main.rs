@@ -19,15 +19,17 @@
 // the controller's own source (kubectl-sexton is a binary crate: there is no library to
 // link against). Only `plan` and what it needs are used here.
 #[allow(dead_code)]
+#[allow(unused_imports)]
+#[path = "../../src/shared/ephemeraljob/mod.rs"]
+mod ephemeraljob;
+#[allow(dead_code)]
+#[allow(unused_imports)]
 #[path = "../../src/controller/ejob/plan.rs"]
 mod plan;
 #[allow(dead_code)]
 #[allow(unused_imports)]
 #[path = "../../src/shared/pod.rs"]
 mod pod;
-#[allow(dead_code)]
-#[path = "../../src/controller/ejob/types.rs"]
-mod types;
 
 mod apiserver;
 mod cluster;
@@ -45,7 +47,7 @@ mod window;
 
 /// The paths the binary's files use, for the files compiled in here.
 mod shared {
-    pub(crate) use crate::pod;
+    pub(crate) use crate::{ephemeraljob, pod};
 }
 
 use std::process::ExitCode;

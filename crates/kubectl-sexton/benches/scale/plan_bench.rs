@@ -12,11 +12,11 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::ephemeraljob::{EphemeralJob, EphemeralJobStatus, Refused};
 use crate::error::{Result, ctx};
 use crate::plan::{containers_for, plan};
 use crate::pods::{name, pod, running_status};
 use crate::stats::{Summary, summary};
-use crate::types::{EphemeralJob, EphemeralJobStatus, Refused};
 
 #[derive(clap::Args, Default)]
 pub struct Opts {

@@ -17,8 +17,8 @@ use rustls::pki_types::pem::PemObject;
 use super::Ctx;
 use super::access::{Access, AccessError, optional};
 use super::report::{Check, Finding, Status};
-use crate::controller::ejob::EphemeralJob;
 use crate::shared::certs::not_after;
+use crate::shared::ephemeraljob::EphemeralJob;
 
 pub const NAME: &str = "components";
 

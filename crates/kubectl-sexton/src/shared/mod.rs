@@ -4,6 +4,7 @@
 
 pub mod api_error;
 pub mod certs;
+pub mod ephemeraljob;
 pub mod http;
 pub mod kube_client;
 pub mod logging;

@@ -21,13 +21,13 @@ use tracing::{info, instrument, warn};
 
 use super::CONTROLLER;
 use super::plan::{Plan, containers_for, plan, selector_matches};
-use super::types::{
-    DEFAULT_TTL_AFTER_FINISHED, EphemeralJob, EphemeralJobStatus, Phase, REFUSED_CAP, Refused,
-};
 use crate::controller::FIELD_MANAGER;
 use crate::controller::metrics::Metrics;
 use crate::controller::telemetry::{Telemetry, key};
 use crate::shared::api_error::Error;
+use crate::shared::ephemeraljob::{
+    DEFAULT_TTL_AFTER_FINISHED, EphemeralJob, EphemeralJobStatus, Phase, REFUSED_CAP, Refused,
+};
 
 /// How soon a job is looked at again while the pod cache is still being filled.
 const CACHE_FILLING: Duration = Duration::from_secs(1);
