@@ -15,8 +15,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
+use super::Shutdown;
 use super::flags::LeaseOpts;
-use super::{FIELD_MANAGER, Shutdown};
+use super::telemetry::FIELD_MANAGER;
 use crate::controller::metrics::Metrics;
 use crate::shared::http::Health;
 

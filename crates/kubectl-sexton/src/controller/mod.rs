@@ -10,7 +10,6 @@ pub mod ejob;
 pub mod flags;
 mod leader;
 pub mod metrics;
-mod teardown;
 pub mod telemetry;
 pub mod terminator;
 pub mod watch;
@@ -35,13 +34,12 @@ use crate::shared::http::{self, Health};
 use crate::shared::kube_client;
 use crate::shared::logging;
 use flags::{Flags, Opts, Which};
+use telemetry::FIELD_MANAGER;
 use watch::{PodEvent, PodFeed, WatchReport};
 
 /// How long in-flight reconciliations may run after SIGTERM (well inside the Deployment's
 /// 30 s termination grace period, so the Lease is still released).
 const GRACE: Duration = Duration::from_secs(10);
-/// The field manager of every write, and the reporting controller of Events.
-pub const FIELD_MANAGER: &str = "sexton-controller";
 
 /// Exit codes: 0 stopped by a signal, 1 failed while running, 2 could not start.
 const FAILED: i32 = 1;
@@ -290,7 +288,7 @@ type Run = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 struct Terminator {
     run: Run,
     clock: Arc<telemetry::Clock<Pod>>,
-    teardowns: Arc<teardown::Teardowns>,
+    teardowns: Arc<terminator::Teardowns>,
 }
 
 /// The SidecarTerminator, reconciling the Running pods of the shared pod cache, with the
@@ -312,7 +310,7 @@ fn sidecar_terminator(
         parts.metrics.clone(),
     ));
     let clock = ctx.telemetry.clock.clone();
-    let teardowns = Arc::new(teardown::Teardowns::new(
+    let teardowns = Arc::new(terminator::Teardowns::new(
         parts.stuck_after,
         ctx.telemetry.clone(),
     ));

@@ -20,6 +20,9 @@ use crate::controller::metrics::{
 };
 use crate::shared::api_error::Error;
 
+/// The field manager of every write, and the reporting controller of Events.
+pub const FIELD_MANAGER: &str = "sexton-controller";
+
 /// `namespace/name` of an object, for logs and messages.
 pub fn key<K: Resource>(obj: &K) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())

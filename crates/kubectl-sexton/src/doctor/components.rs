@@ -14,8 +14,8 @@ use kube::{Api, CustomResourceExt, Resource};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::Ctx;
 use super::access::{Access, AccessError, optional};
+use super::ctx::Ctx;
 use super::report::{Check, Finding, Status};
 use crate::shared::certs::not_after;
 use crate::shared::ephemeraljob::EphemeralJob;

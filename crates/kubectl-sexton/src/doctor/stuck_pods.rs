@@ -9,8 +9,8 @@ use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use sexton_inject::Source;
 
-use super::Ctx;
 use super::access::{Access, answer};
+use super::ctx::Ctx;
 use super::report::{Check, Finding, Status};
 use crate::shared::stuck::{Stuck, stuck};
 

@@ -5,6 +5,4 @@
 mod plan;
 mod reconcile;
 
-pub use reconcile::{Ctx, error_policy, jobs_of_pod, reconcile};
-
-pub const CONTROLLER: &str = "ephemeraljob";
+pub use reconcile::{CONTROLLER, Ctx, error_policy, jobs_of_pod, reconcile};

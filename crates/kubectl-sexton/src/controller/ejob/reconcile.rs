@@ -19,11 +19,9 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tracing::{info, instrument, warn};
 
-use super::CONTROLLER;
 use super::plan::{Plan, containers_for, plan, selector_matches};
-use crate::controller::FIELD_MANAGER;
 use crate::controller::metrics::Metrics;
-use crate::controller::telemetry::{Telemetry, key};
+use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
 use crate::shared::api_error::Error;
 use crate::shared::ephemeraljob::{
     DEFAULT_TTL_AFTER_FINISHED, EphemeralJob, EphemeralJobStatus, Phase, REFUSED_CAP, Refused,
@@ -31,6 +29,8 @@ use crate::shared::ephemeraljob::{
 
 /// How soon a job is looked at again while the pod cache is still being filled.
 const CACHE_FILLING: Duration = Duration::from_secs(1);
+
+pub const CONTROLLER: &str = "ephemeraljob";
 
 pub struct Ctx {
     pub client: Client,

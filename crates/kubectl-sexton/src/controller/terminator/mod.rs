@@ -5,9 +5,9 @@
 mod decide;
 mod reconcile;
 mod run;
+mod teardown;
 
-pub use decide::{is_running, swapped};
-pub use reconcile::Ctx;
+pub use decide::is_running;
+pub use reconcile::{CONTROLLER, Ctx};
 pub use run::run;
-
-pub const CONTROLLER: &str = "sidecar-terminator";
+pub use teardown::Teardowns;

@@ -17,9 +17,9 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::Event;
 use tracing::warn;
 
+use super::decide::{is_running, swapped};
 use crate::controller::metrics::ActedLabel;
 use crate::controller::telemetry::{Telemetry, key};
-use crate::controller::terminator::{is_running, swapped};
 use crate::shared::stuck::{self, Stuck};
 
 /// The longest pause between two reads of the cache (a shorter `--stuck-after` reads it
