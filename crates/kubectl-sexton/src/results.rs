@@ -4,7 +4,6 @@
 //! credentials: `get` on the job, `list` on pods, `get` on pods/log for `--logs`.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use crate::shared::pod::Pod;
 use clap::{Args, Subcommand, ValueEnum};
@@ -16,7 +15,7 @@ use serde_json::json;
 use crate::shared::ephemeraljob::{
     EphemeralJob, Refused, Relation, TargetResult, relation, result,
 };
-use crate::shared::kube_client;
+use crate::shared::kube_client::{KubeFlags, namespace_or_default};
 use crate::shared::logging;
 
 /// Logs read at once, and at most this much of each.
@@ -36,10 +35,8 @@ pub struct ResultsFlags {
     /// Its namespace (default: the kubeconfig context's)
     #[arg(short, long)]
     namespace: Option<String>,
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    #[arg(long)]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeFlags,
     #[arg(short, long, value_enum, default_value = "text")]
     output: Output,
     /// Also print the tail of each ephemeral container's log
@@ -75,13 +72,8 @@ pub fn main(cmd: EjobCommand) -> i32 {
 }
 
 async fn run(flags: ResultsFlags) -> Result<(), String> {
-    let client = kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref())
-        .await
-        .map_err(|e| e.to_string())?;
-    let ns = flags
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
+    let client = flags.kube.client().await.map_err(|e| e.to_string())?;
+    let ns = namespace_or_default(flags.namespace.as_deref(), &client);
     let job = Api::<EphemeralJob>::namespaced(client.clone(), &ns)
         .get(&flags.name)
         .await

@@ -5,7 +5,6 @@
 //! is wrong, so whatever cannot be read becomes a line saying why ("not installed",
 //! "unreachable", "forbidden"): the command itself fails only on bad flags.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -15,8 +14,9 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
 
+use crate::shared::kube_client::KubeFlags;
+use crate::shared::logging;
 use crate::shared::values::timeout;
-use crate::shared::{kube_client, logging};
 
 const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 const CRD_NAME: &str = "ephemeraljobs.sexton.dev";
@@ -32,10 +32,8 @@ pub struct VersionFlags {
     /// The namespace sexton is installed in
     #[arg(short, long, default_value = "sexton-system")]
     namespace: String,
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    #[arg(long)]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeFlags,
     /// How long each request to the API server may take
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = timeout)]
     request_timeout: Duration,
@@ -148,11 +146,10 @@ pub fn main(flags: VersionFlags) -> i32 {
 /// The server side, each part read on its own so that one failure hides nothing else.
 async fn server(flags: &VersionFlags) -> ServerReport {
     let namespace = flags.namespace.clone();
-    let client =
-        match kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref()).await {
-            Ok(c) => c,
-            Err(e) => return unreachable_report(namespace, e.to_string()),
-        };
+    let client = match flags.kube.client().await {
+        Ok(c) => c,
+        Err(e) => return unreachable_report(namespace, e.to_string()),
+    };
     let t = flags.request_timeout;
     let api_server = match bounded(t, client.apiserver_version()).await {
         Ok(info) => Found::Installed(info.git_version),

@@ -31,7 +31,6 @@ use tracing::{error, info, warn};
 
 use crate::controller::metrics::Metrics;
 use crate::shared::http::{self, Health};
-use crate::shared::kube_client;
 use crate::shared::logging;
 use flags::{Flags, Opts, Which};
 use telemetry::FIELD_MANAGER;
@@ -78,7 +77,7 @@ async fn run(o: Opts) -> i32 {
     if let Err(code) = serve_endpoints(&o, &metrics, &health).await {
         return code;
     }
-    let client = match kube_client::client(o.kubeconfig.as_deref(), None).await {
+    let client = match o.kube.client().await {
         Ok(c) => c,
         Err(e) => {
             error!("{e}");

@@ -17,27 +17,25 @@ mod report;
 mod stuck_pods;
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::shared::{kube_client, logging};
+use crate::shared::kube_client::{self, KubeFlags, namespace_or_default};
+use crate::shared::logging;
 use ctx::{Ctx, Namespaces};
 use report::{EXIT_CANNOT_RUN, Report};
 
 #[derive(Args, Debug)]
 #[command(
     about = "Find stuck Jobs, stripped native sidecars and legacy sidecar patterns, and the command that fixes each",
-    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
+    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run.",
+    mut_arg("kubeconfig", |a| a.help("Kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")),
+    mut_arg("context", |a| a.help("Kubeconfig context (default: the current one)"))
 )]
 pub struct DoctorFlags {
-    /// Kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context (default: the current one)
-    #[arg(long)]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeFlags,
     /// The namespace to check (default: the kubeconfig context's)
     #[arg(short, long, conflicts_with = "all_namespaces")]
     namespace: Option<String>,
@@ -119,15 +117,15 @@ fn report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
 
 /// Every cluster check, once the API server has answered at all.
 async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
-    let client = kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref()).await?;
+    let client = flags.kube.client().await?;
     let version = client
         .apiserver_version()
         .await
         .map_err(CannotRun::Unreachable)?;
-    let namespaces = match (&flags.namespace, flags.all_namespaces) {
-        (_, true) => Namespaces::All,
-        (Some(ns), false) => Namespaces::One(ns.clone()),
-        (None, false) => Namespaces::One(client.default_namespace().to_string()),
+    let namespaces = if flags.all_namespaces {
+        Namespaces::All
+    } else {
+        Namespaces::One(namespace_or_default(flags.namespace.as_deref(), &client))
     };
     let ctx = Ctx {
         client,

@@ -27,10 +27,11 @@ use sexton_inject::Options;
 use tracing::{error, info, warn};
 
 use crate::shared::http::{self, Health};
+use crate::shared::kube_client::ServiceKubeFlags;
+use crate::shared::logging;
 use crate::shared::registry::RegistryFlags;
 use crate::shared::service::ServiceFlags;
 use crate::shared::values::version;
-use crate::shared::{kube_client, logging};
 use certs::{CertFiles, CertStore};
 use metrics::WebhookMetrics;
 use review::Reviewer;
@@ -110,9 +111,8 @@ pub struct WebhookFlags {
     /// The webhook's own namespace (default: the service account's)
     #[arg(long, env = "SEXTON_NAMESPACE", value_name = "NAMESPACE")]
     namespace: Option<String>,
-    /// Kubeconfig file; default: in-cluster service account, else ~/.kube/config
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    kube: ServiceKubeFlags,
     /// The image of the `sexton install` init container (wrap)
     #[arg(long, env = "SEXTON_IMAGE", value_name = "IMAGE", default_value = concat!("sexton:", env!("CARGO_PKG_VERSION")))]
     sexton_image: String,
@@ -148,7 +148,7 @@ pub fn main(flags: WebhookFlags) -> i32 {
 
 /// The steps: client, certificate, endpoints, version, serve until SIGTERM.
 async fn run(flags: WebhookFlags) -> i32 {
-    let client = match kube_client::client(flags.kubeconfig.as_deref(), None).await {
+    let client = match flags.kube.client().await {
         Ok(c) => c,
         Err(e) => return fail(UNUSABLE, &e),
     };
