@@ -13,13 +13,12 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 use sexton_inject::{ImageCommand, Options, Position, Report, Resolve, Strategy, Unresolved};
 
+use crate::shared::exit::Exit;
 use crate::shared::logging;
 use crate::shared::manifest::{Format, read_all, write};
 use crate::shared::registry::{RegistryFlags, RegistryOpts, lookup_all};
+use crate::shared::runtime::block_on;
 use crate::shared::values::version;
-
-const REFUSED: i32 = 1;
-const UNUSABLE: i32 = 2;
 
 #[derive(Args, Debug)]
 #[command(
@@ -120,7 +119,7 @@ impl Resolve for Looked {
 }
 
 /// `kubectl-sexton inject`: read, look up the images wrap needs, inject, write, report.
-pub fn inject(flags: InjectFlags) -> i32 {
+pub fn inject(flags: InjectFlags) -> Exit {
     let (mut docs, format) = match read_all(&flags.filename) {
         Ok(d) => d,
         Err(e) => return unusable(&e),
@@ -144,7 +143,7 @@ pub fn inject(flags: InjectFlags) -> i32 {
 }
 
 /// `kubectl-sexton uninject`.
-pub fn uninject(flags: UninjectFlags) -> i32 {
+pub fn uninject(flags: UninjectFlags) -> Exit {
     let (mut docs, format) = match read_all(&flags.filename) {
         Ok(d) => d,
         Err(e) => return unusable(&e),
@@ -154,40 +153,37 @@ pub fn uninject(flags: UninjectFlags) -> i32 {
 }
 
 /// Looks the images up (on a runtime of its own: the rest is synchronous).
-fn look_up(images: &[String], opts: &RegistryOpts) -> Result<Looked, i32> {
+fn look_up(images: &[String], opts: &RegistryOpts) -> Result<Looked, Exit> {
     if images.is_empty() {
         return Ok(Looked(BTreeMap::new()));
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    match runtime {
-        Ok(rt) => Ok(Looked(rt.block_on(lookup_all(images, opts)))),
+    match block_on(lookup_all(images, opts)) {
+        Ok(looked) => Ok(Looked(looked)),
         Err(e) => Err(unusable(&format!("cannot start the async runtime: {e}"))),
     }
 }
 
 /// Writes the documents and the reports; the exit code.
-fn finish(docs: &[Value], format: Format, reports: &[Report]) -> i32 {
+fn finish(docs: &[Value], format: Format, reports: &[Report]) -> Exit {
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
         .write_all(write(docs, format).as_bytes())
         .and_then(|()| stdout.flush())
     {
         logging::stderr_line(&format!("kubectl-sexton: writing the output: {e}"));
-        return UNUSABLE;
+        return Exit::Unusable;
     }
     for r in reports {
         logging::stderr_line(&r.to_string());
     }
     if reports.iter().any(|r| r.outcome.is_refused()) {
-        REFUSED
+        Exit::Failed
     } else {
-        0
+        Exit::Ok
     }
 }
 
-fn unusable(e: &dyn std::fmt::Display) -> i32 {
+fn unusable(e: &dyn std::fmt::Display) -> Exit {
     logging::stderr_line(&format!("kubectl-sexton: {e}"));
-    UNUSABLE
+    Exit::Unusable
 }

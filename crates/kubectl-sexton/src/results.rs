@@ -15,8 +15,10 @@ use serde_json::json;
 use crate::shared::ephemeraljob::{
     EphemeralJob, Refused, Relation, TargetResult, relation, result,
 };
+use crate::shared::exit::Exit;
 use crate::shared::kube_client::{KubeFlags, namespace_or_default};
 use crate::shared::logging;
+use crate::shared::runtime::block_on;
 
 /// Logs read at once, and at most this much of each.
 const LOG_CONCURRENCY: usize = 4;
@@ -53,20 +55,17 @@ enum Output {
     Json,
 }
 
-pub fn main(cmd: EjobCommand) -> i32 {
+pub fn main(cmd: EjobCommand) -> Exit {
     let EjobCommand::Results(flags) = cmd;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    let Ok(rt) = runtime else {
+    let Ok(done) = block_on(run(flags)) else {
         logging::stderr_line("kubectl-sexton: cannot start the async runtime");
-        return 1;
+        return Exit::Failed;
     };
-    match rt.block_on(run(flags)) {
-        Ok(()) => 0,
+    match done {
+        Ok(()) => Exit::Ok,
         Err(e) => {
             logging::stderr_line(&format!("kubectl-sexton ejob results: {e}"));
-            1
+            Exit::Failed
         }
     }
 }

@@ -14,8 +14,10 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
 
+use crate::shared::exit::Exit;
 use crate::shared::kube_client::KubeFlags;
 use crate::shared::logging;
+use crate::shared::runtime::block_on;
 use crate::shared::values::timeout;
 
 const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -116,24 +118,19 @@ pub struct Report {
     pub server: Option<ServerReport>,
 }
 
-pub fn main(flags: VersionFlags) -> i32 {
-    let report = if flags.client {
-        Report {
-            client: CLIENT_VERSION.into(),
-            server: None,
-        }
+pub fn main(flags: VersionFlags) -> Exit {
+    let server = if flags.client {
+        None
     } else {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build();
-        let Ok(rt) = runtime else {
+        let Ok(server) = block_on(server(&flags)) else {
             logging::stderr_line("kubectl-sexton version: cannot start the async runtime");
-            return 1;
+            return Exit::Failed;
         };
-        Report {
-            client: CLIENT_VERSION.into(),
-            server: Some(rt.block_on(server(&flags))),
-        }
+        Some(server)
+    };
+    let report = Report {
+        client: CLIENT_VERSION.into(),
+        server,
     };
     match flags.output {
         Output::Text => logging::stdout_line(text(&report).trim_end()),
@@ -141,6 +138,7 @@ pub fn main(flags: VersionFlags) -> i32 {
             &serde_json::to_string_pretty(&report).expect("the report serializes"),
         ),
     }
+    Exit::Ok
 }
 
 /// The server side, each part read on its own so that one failure hides nothing else.

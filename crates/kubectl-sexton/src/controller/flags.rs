@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum, value_parser};
 
 use crate::shared::kube_client::ServiceKubeFlags;
+use crate::shared::leader::LeaseOpts;
 use crate::shared::service::ServiceFlags;
 use sexton_core::config::{LogFormat, LogLevel};
 use sexton_core::duration::parse_go_duration;
@@ -118,15 +119,6 @@ pub struct Opts {
     pub concurrency: u16,
     pub log_format: LogFormat,
     pub log_level: LogLevel,
-}
-
-/// Leader election (`--leader-elect`).
-#[derive(Debug, Clone)]
-pub struct LeaseOpts {
-    pub namespace: Option<String>,
-    pub name: String,
-    pub duration: u64,
-    pub grace: u64,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -6,13 +6,12 @@
 //! shared by both controllers. SIGTERM/SIGINT stop the controllers gracefully (in-flight
 //! reconciliations finish) and release the Lease so a standby takes over at once.
 
-pub mod ejob;
+mod ejob;
 pub mod flags;
-mod leader;
-pub mod metrics;
-pub mod telemetry;
-pub mod terminator;
-pub mod watch;
+mod metrics;
+mod telemetry;
+mod terminator;
+mod watch;
 mod workqueue;
 
 use std::sync::Arc;
@@ -27,12 +26,15 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
-use crate::controller::metrics::Metrics;
-use crate::shared::http::{self, Health};
+use crate::shared::exit::Exit;
+use crate::shared::http::Health;
 use crate::shared::logging;
+use crate::shared::service::{self, Service, unusable};
+use crate::shared::signals::Shutdown;
 use flags::{Flags, Opts, Which};
+use metrics::Metrics;
 use telemetry::FIELD_MANAGER;
 use watch::{PodEvent, PodFeed, WatchReport};
 
@@ -40,117 +42,39 @@ use watch::{PodEvent, PodFeed, WatchReport};
 /// 30 s termination grace period, so the Lease is still released).
 const GRACE: Duration = Duration::from_secs(10);
 
-/// Exit codes: 0 stopped by a signal, 1 failed while running, 2 could not start.
-const FAILED: i32 = 1;
-const UNUSABLE: i32 = 2;
-
-/// `kubectl-sexton controller`: validate, start logging and the runtime, run.
-pub fn main(flags: Flags) -> i32 {
+/// `kubectl-sexton controller`: validate the flags, then run as a service.
+pub fn main(flags: Flags) -> Exit {
     let o = match flags.validate() {
         Ok(o) => o,
         Err(e) => {
             logging::stderr_line(&format!("kubectl-sexton controller: {e}"));
-            return UNUSABLE;
+            return Exit::Unusable;
         }
     };
-    logging::init(o.log_format, o.log_level);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build();
-    match runtime {
-        Ok(rt) => rt.block_on(run(o)),
-        Err(e) => {
-            logging::stderr_line(&format!(
-                "kubectl-sexton controller: cannot start the async runtime: {e}"
-            ));
-            FAILED
-        }
-    }
+    service::run("controller", o.log_format, o.log_level, |svc| run(o, svc))
 }
 
-/// The steps of a controller process: signals, endpoints, client, election, controllers.
-async fn run(o: Opts) -> i32 {
-    let shutdown = Shutdown::on_signals();
+/// The steps of a controller process: endpoints, client, election, controllers.
+async fn run(o: Opts, svc: Service) -> Exit {
     let metrics = Arc::new(Metrics::new());
-    let health = Arc::new(Health::default());
-    if let Err(code) = serve_endpoints(&o, &metrics, &health).await {
-        return code;
+    let m = metrics.clone();
+    let endpoints = svc.serve_endpoints(o.metrics_addr, o.health_addr, move || m.encode());
+    if let Err(e) = endpoints.await {
+        return unusable(&e);
     }
     let client = match o.kube.client().await {
         Ok(c) => c,
-        Err(e) => {
-            error!("{e}");
-            return UNUSABLE;
-        }
+        Err(e) => return unusable(&e),
     };
+    let (health, shutdown) = (svc.health.clone(), svc.shutdown.clone());
     let Some(lease) = o.lease.clone() else {
         metrics.leader.set(1);
         return run_controllers(&o, client, metrics, health, shutdown).await;
     };
-    let work = run_controllers(
-        &o,
-        client.clone(),
-        metrics.clone(),
-        health.clone(),
-        shutdown.clone(),
-    );
-    leader::while_leading(client, &lease, &o.identity, health, metrics, shutdown, work).await
-}
-
-/// Binds the metrics and health addresses now, so that a taken port is a start-up error.
-async fn serve_endpoints(
-    o: &Opts,
-    metrics: &Arc<Metrics>,
-    health: &Arc<Health>,
-) -> Result<(), i32> {
-    let m = metrics.clone();
-    let endpoints = vec![
-        (
-            o.metrics_addr,
-            http::metrics_routes(move || m.encode()),
-            "--metrics-addr",
-        ),
-        (
-            o.health_addr,
-            http::health_routes(health.clone()),
-            "--health-addr",
-        ),
-    ];
-    http::serve_all(endpoints).await.map_err(|e| {
-        error!("{e}");
-        UNUSABLE
-    })
-}
-
-/// A shutdown signal that can be awaited from several places.
-#[derive(Clone)]
-pub struct Shutdown(tokio::sync::watch::Receiver<bool>);
-
-impl Shutdown {
-    fn on_signals() -> Shutdown {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                return;
-            };
-            tokio::select! {
-                _ = term.recv() => info!("SIGTERM: shutting down"),
-                _ = int.recv() => info!("SIGINT: shutting down"),
-            }
-            let _ = tx.send(true);
-        });
-        Shutdown(rx)
-    }
-
-    pub async fn stopped(&self) {
-        let mut rx = self.0.clone();
-        let _ = rx.wait_for(|v| *v).await;
-    }
+    let leader = metrics.leader.clone();
+    let work = run_controllers(&o, client.clone(), metrics, health, shutdown);
+    svc.while_leading(client, &lease, &o.identity, FIELD_MANAGER, leader, work)
+        .await
 }
 
 /// What every controller of the process is built from.
@@ -204,7 +128,7 @@ async fn run_controllers(
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     shutdown: Shutdown,
-) -> i32 {
+) -> Exit {
     let reporter = Reporter {
         controller: FIELD_MANAGER.into(),
         instance: Some(o.identity.clone()),
@@ -247,7 +171,7 @@ async fn run_controllers(
         _ = pod_watch => warn!("the pod watch ended"),
     }
     info!("controller stopped");
-    0
+    Exit::Ok
 }
 
 /// The SidecarTerminator needs only Running pods; the EphemeralJob controller also needs

@@ -21,8 +21,10 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use crate::shared::exit::Exit;
 use crate::shared::kube_client::{self, KubeFlags, namespace_or_default};
 use crate::shared::logging;
+use crate::shared::runtime::block_on;
 use ctx::{Ctx, Namespaces};
 use report::{EXIT_CANNOT_RUN, Report};
 
@@ -81,7 +83,7 @@ enum CannotRun {
     Runtime(#[source] std::io::Error),
 }
 
-pub fn main(flags: DoctorFlags) -> i32 {
+pub fn main(flags: DoctorFlags) -> Exit {
     match report(&flags) {
         Ok(report) => {
             let text = match flags.output {
@@ -108,11 +110,7 @@ fn report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
         let files = crate::shared::manifest::read_each(&flags.filename)?;
         return Ok(Report::new(vec![manifests::check(&files)]));
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CannotRun::Runtime)?;
-    rt.block_on(cluster_report(flags))
+    block_on(cluster_report(flags)).map_err(CannotRun::Runtime)?
 }
 
 /// Every cluster check, once the API server has answered at all.

@@ -68,6 +68,14 @@ pub enum ClientError {
     Client(#[source] kube::Error),
 }
 
+/// The namespace of the pod's service account, when running in one.
+pub fn service_account_namespace() -> Option<String> {
+    const FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    std::fs::read_to_string(FILE)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
 /// A client for `kubeconfig` (or the inferred configuration), in `context` if given.
 async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client, ClientError> {
     let config = config(kubeconfig, context).await?;

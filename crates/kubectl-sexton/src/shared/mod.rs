@@ -5,13 +5,17 @@
 pub mod api_error;
 pub mod certs;
 pub mod ephemeraljob;
+pub mod exit;
 pub mod http;
 pub mod kube_client;
+pub mod leader;
 pub mod logging;
 pub mod manifest;
 pub mod metrics;
 pub mod pod;
 pub mod registry;
+pub mod runtime;
 pub mod service;
+pub mod signals;
 pub mod stuck;
 pub mod values;
