@@ -187,6 +187,18 @@ fn feed(ev: Event<Pod>) -> Option<PodEvent> {
     }
 }
 
+/// The pods of a feed (relists dropped).
+pub fn changed_pods(
+    feed: impl Stream<Item = PodEvent> + Send + 'static,
+) -> impl Stream<Item = Arc<Pod>> + Send + 'static {
+    feed.filter_map(|ev| async move {
+        match ev {
+            PodEvent::Changed(p) => Some(p),
+            PodEvent::Relisted => None,
+        }
+    })
+}
+
 /// Runs a controller until it ends after the shutdown signal. kube-runtime's graceful
 /// shutdown never ends for a controller whose cache was not filled yet (its runner waits for
 /// the store forever once the trigger has stopped): such a controller has nothing in flight
