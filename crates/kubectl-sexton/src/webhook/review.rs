@@ -135,14 +135,7 @@ async fn review_pod(
     if admission.patch.is_empty() {
         return (response, result);
     }
-    let patch: json_patch::Patch = match serde_json::from_value(Value::Array(admission.patch)) {
-        Ok(p) => p,
-        Err(e) => {
-            warn!("sexton-inject produced an unusable patch ({e}); admitting unchanged");
-            return (AdmissionResponse::from(request), "error");
-        }
-    };
-    match response.with_patch(patch) {
+    match response.with_patch(admission.patch) {
         Ok(r) => (r, result),
         Err(e) => {
             warn!("cannot encode the patch ({e}); admitting unchanged");
