@@ -6,17 +6,16 @@
 //! Exit codes: 0 done; 1 a resource was refused (it is written out unchanged, nothing is
 //! lost); 2 bad flags or unreadable input (nothing is written).
 
-use std::collections::BTreeMap;
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
 use serde_json::Value;
-use sexton_inject::{ImageCommand, Options, Position, Report, Resolve, Strategy, Unresolved};
+use sexton_inject::{Options, Position, Report, Strategy};
 
 use crate::shared::exit::Exit;
 use crate::shared::logging;
 use crate::shared::manifest::{Format, read_all, write};
-use crate::shared::registry::{RegistryFlags, RegistryOpts, lookup_all};
+use crate::shared::registry::{Looked, RegistryFlags, RegistryOpts, lookup_all};
 use crate::shared::runtime::block_on;
 use crate::shared::values::version;
 
@@ -106,18 +105,6 @@ impl InjectFlags {
     }
 }
 
-/// Images' commands as looked up beforehand (the mutation itself does no I/O).
-struct Looked(BTreeMap<String, Result<ImageCommand, Unresolved>>);
-
-impl Resolve for Looked {
-    fn resolve(&self, image: &str) -> Result<ImageCommand, Unresolved> {
-        self.0
-            .get(image)
-            .cloned()
-            .unwrap_or_else(|| Err(Unresolved("not looked up".into())))
-    }
-}
-
 /// `kubectl-sexton inject`: read, look up the images wrap needs, inject, write, report.
 pub fn inject(flags: InjectFlags) -> Exit {
     let (mut docs, format) = match read_all(&flags.filename) {
@@ -155,7 +142,7 @@ pub fn uninject(flags: UninjectFlags) -> Exit {
 /// Looks the images up (on a runtime of its own: the rest is synchronous).
 fn look_up(images: &[String], opts: &RegistryOpts) -> Result<Looked, Exit> {
     if images.is_empty() {
-        return Ok(Looked(BTreeMap::new()));
+        return Ok(Looked::default());
     }
     match block_on(lookup_all(images, opts)) {
         Ok(looked) => Ok(Looked(looked)),

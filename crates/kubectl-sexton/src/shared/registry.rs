@@ -28,7 +28,7 @@ use oci_client::manifest::{OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::Deserialize;
-use sexton_inject::{ImageCommand, Unresolved};
+use sexton_inject::{ImageCommand, Resolve, Unresolved};
 use tokio::io::AsyncWrite;
 
 use crate::shared::values::timeout;
@@ -91,6 +91,20 @@ impl RegistryFlags {
             timeout: self.registry_timeout,
             pull_secrets: vec![],
         }
+    }
+}
+
+/// Images' commands as looked up beforehand: what the pure mutation resolves images with
+/// (it does no I/O itself). An image that was not looked up is unresolved.
+#[derive(Debug, Default)]
+pub struct Looked(pub BTreeMap<String, Result<ImageCommand, Unresolved>>);
+
+impl Resolve for Looked {
+    fn resolve(&self, image: &str) -> Result<ImageCommand, Unresolved> {
+        self.0
+            .get(image)
+            .cloned()
+            .unwrap_or_else(|| Err(Unresolved("not looked up".into())))
     }
 }
 
