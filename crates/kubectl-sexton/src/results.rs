@@ -16,7 +16,7 @@ use crate::shared::ephemeraljob::{
     EphemeralJob, Refused, Relation, TargetResult, relation, result,
 };
 use crate::shared::exit::Exit;
-use crate::shared::kube_client::{KubeFlags, namespace_or_default};
+use crate::shared::kube_client::{ClientError, KubeFlags, namespace_or_default};
 use crate::shared::logging;
 use crate::shared::runtime::block_on;
 
@@ -70,13 +70,37 @@ pub fn main(cmd: EjobCommand) -> Exit {
     }
 }
 
-async fn run(flags: ResultsFlags) -> Result<(), String> {
-    let client = flags.kube.client().await.map_err(|e| e.to_string())?;
+/// Why `ejob results` could not say.
+#[derive(Debug, thiserror::Error)]
+enum ResultsError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("ephemeraljob {namespace}/{name}: {source}")]
+    Job {
+        namespace: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("listing pods in {namespace}: {source}")]
+    Pods {
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error("writing the output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+async fn run(flags: ResultsFlags) -> Result<(), ResultsError> {
+    let client = flags.kube.client().await?;
     let ns = namespace_or_default(flags.namespace.as_deref(), &client);
     let job = Api::<EphemeralJob>::namespaced(client.clone(), &ns)
         .get(&flags.name)
         .await
-        .map_err(|e| format!("ephemeraljob {ns}/{}: {e}", flags.name))?;
+        .map_err(|source| ResultsError::Job {
+            namespace: ns.clone(),
+            name: flags.name.clone(),
+            source,
+        })?;
     let results = targets(&client, &ns, &job).await?;
     let refused = job
         .status
@@ -98,7 +122,7 @@ async fn run(flags: ResultsFlags) -> Result<(), String> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(out.as_bytes())
-        .map_err(|e| format!("writing the output: {e}"))
+        .map_err(ResultsError::Output)
 }
 
 /// The results of every injected container of every pod of the namespace holding ours.
@@ -106,11 +130,14 @@ async fn targets(
     client: &Client,
     ns: &str,
     job: &EphemeralJob,
-) -> Result<Vec<TargetResult>, String> {
+) -> Result<Vec<TargetResult>, ResultsError> {
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
-        .map_err(|e| format!("listing pods in {ns}: {e}"))?;
+        .map_err(|source| ResultsError::Pods {
+            namespace: ns.into(),
+            source,
+        })?;
     let mut all: Vec<TargetResult> = pods
         .items
         .iter()

@@ -32,10 +32,10 @@ use crate::shared::kube_client::{ServiceKubeFlags, service_account_namespace};
 use crate::shared::registry::RegistryFlags;
 use crate::shared::service::{self, Service, ServiceFlags, unusable};
 use crate::shared::values::version;
-use certs::{CertFiles, CertStore};
+use certs::{CertError, CertFiles, CertStore};
 use metrics::WebhookMetrics;
 use review::Reviewer;
-use self_managed::SelfManaged;
+use self_managed::{SelfManaged, TlsError};
 
 /// How often the API server's version is read again (an upgrade changes what `auto` picks).
 const VERSION_RECHECK: Duration = Duration::from_secs(600);
@@ -176,18 +176,27 @@ async fn drain(health: &Health) {
     info!("webhook stopped");
 }
 
+/// Why the webhook has no certificate to start with.
+#[derive(Debug, thiserror::Error)]
+enum NoCertificate {
+    #[error(transparent)]
+    Files(#[from] CertError),
+    #[error("self-managed TLS: {0}")]
+    SelfManaged(#[from] TlsError),
+}
+
 /// The certificate to start with, and the task that keeps it current.
 async fn first_certificate(
     flags: &WebhookFlags,
     client: &Client,
     store: &Arc<CertStore>,
-) -> Result<(), String> {
+) -> Result<(), NoCertificate> {
     if let (Some(cert), Some(key)) = (&flags.tls_cert_file, &flags.tls_key_file) {
         let files = CertFiles {
             cert: cert.clone(),
             key: key.clone(),
         };
-        files.load(store).map_err(|e| e.to_string())?;
+        files.load(store)?;
         tokio::spawn(files.watch(store.clone()));
         return Ok(());
     }
@@ -198,10 +207,7 @@ async fn first_certificate(
         service: flags.service.clone(),
         extra_names: flags.tls_san.clone(),
     };
-    managed
-        .ensure(client, store)
-        .await
-        .map_err(|e| format!("self-managed TLS: {e}"))?;
+    managed.ensure(client, store).await?;
     tokio::spawn(managed.run(client.clone(), store.clone()));
     Ok(())
 }
