@@ -14,7 +14,7 @@ use sexton_inject::{Options, Position, Report, Strategy};
 
 use crate::shared::exit::Exit;
 use crate::shared::logging;
-use crate::shared::manifest::{Format, read_all, write};
+use crate::shared::manifest::{Filenames, Format, read_all, write};
 use crate::shared::registry::{Looked, RegistryFlags, RegistryOpts, lookup_all};
 use crate::shared::runtime::block_on;
 use crate::shared::values::version;
@@ -25,14 +25,8 @@ use crate::shared::values::version;
     long_about = "Reads manifests (Pod, Job, CronJob, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, List; other kinds pass through) and writes them with their sidecars made to end with the main containers. Which containers are sidecars: the template annotation sexton.dev/sidecars, else OpenKruise's markers, else kubexit's KUBEXIT_DEATH_DEPS, else --sidecar. The template annotation sexton.dev/inject (native, wrap, auto, disabled) overrides --strategy."
 )]
 pub struct InjectFlags {
-    /// Manifest file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable
-    #[arg(
-        short = 'f',
-        long = "filename",
-        value_name = "FILE|DIR|-",
-        required = true
-    )]
-    filename: Vec<String>,
+    #[command(flatten)]
+    files: Filenames,
     /// native: init containers with restartPolicy Always; native-wrap: those, ended by the in-pod supervisor with the mains (faster); wrap: the in-pod supervisor; auto: native where it works, else wrap, else the SidecarTerminator's markers
     #[arg(long, value_enum, default_value = "auto")]
     strategy: StrategyArg,
@@ -53,16 +47,13 @@ pub struct InjectFlags {
 }
 
 #[derive(Args, Debug)]
-#[command(about = "Restore manifests injected by `kubectl sexton inject` to what they were")]
+#[command(
+    about = "Restore manifests injected by `kubectl sexton inject` to what they were",
+    mut_arg("filename", |a| a.help("Manifest file, directory or - for stdin; repeatable"))
+)]
 pub struct UninjectFlags {
-    /// Manifest file, directory or - for stdin; repeatable
-    #[arg(
-        short = 'f',
-        long = "filename",
-        value_name = "FILE|DIR|-",
-        required = true
-    )]
-    filename: Vec<String>,
+    #[command(flatten)]
+    files: Filenames,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -107,7 +98,7 @@ impl InjectFlags {
 
 /// `kubectl-sexton inject`: read, look up the images wrap needs, inject, write, report.
 pub fn inject(flags: InjectFlags) -> Exit {
-    let (mut docs, format) = match read_all(&flags.filename) {
+    let (mut docs, format) = match read_all(&flags.files.filename) {
         Ok(d) => d,
         Err(e) => return unusable(&e),
     };
@@ -131,7 +122,7 @@ pub fn inject(flags: InjectFlags) -> Exit {
 
 /// `kubectl-sexton uninject`.
 pub fn uninject(flags: UninjectFlags) -> Exit {
-    let (mut docs, format) = match read_all(&flags.filename) {
+    let (mut docs, format) = match read_all(&flags.files.filename) {
         Ok(d) => d,
         Err(e) => return unusable(&e),
     };
