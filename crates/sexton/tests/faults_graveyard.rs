@@ -742,7 +742,8 @@ fn removed_or_emptied_graveyard_is_restored_at_once() {
             }
         }
         let back = wait_until(TIMEOUT, || {
-            exists(&pod.graveyard.join(".sidecar.lock")) && has(&pod.tombstone("sidecar"), "Born")
+            exists(&pod.graveyard.join(".sidecar.lock"))
+                && has(&pod.tombstone("sidecar"), "Born")
         });
         assert!(
             back,
