@@ -16,7 +16,7 @@ use thiserror::Error;
 use crate::duration::{format_go_duration, parse_go_duration};
 use crate::endpoint::{HttpUrl, Probe};
 use crate::names::{parse_dep_list, validate_name, validate_subdomain};
-use crate::settings::{Origin, Raw, Setting, setting};
+use crate::settings::{Id, Origin, Raw, Setting};
 use crate::signal::Signal;
 
 /// A value that is not one of a setting's fixed choices.
@@ -250,10 +250,10 @@ struct Reader<L> {
 impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
     /// An environment variable set to blanks counts as unset, as in kubexit (which reads
     /// `KUBEXIT_GRAVEYARD=""` as the default `/graveyard`), so sexton is a drop-in.
-    fn get(&self, id: &str) -> Value {
-        let setting = setting(id);
-        let given =
-            (self.lookup)(id).filter(|r| r.origin != Origin::Env || !r.value.trim().is_empty());
+    fn get(&self, id: Id) -> Value {
+        let setting = id.setting();
+        let given = (self.lookup)(id.as_str())
+            .filter(|r| r.origin != Origin::Env || !r.value.trim().is_empty());
         let raw = given.unwrap_or_else(|| Raw {
             value: setting.default.unwrap_or("").to_string(),
             origin: Origin::Default,
@@ -262,7 +262,7 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
     }
 
     fn name(&self) -> Result<String, ConfigError> {
-        let v = self.get("name");
+        let v = self.get(Id::Name);
         if v.text().is_empty() {
             let s = v.setting;
             return Err(v.missing(format!(
@@ -275,20 +275,20 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
 
     /// Paths are trimmed like every other value (`" /graveyard"` is not relative).
     fn graveyard(&self) -> Result<PathBuf, ConfigError> {
-        let v = self.get("graveyard");
+        let v = self.get(Id::Graveyard);
         if v.text().is_empty() {
             return Err(v.invalid(&"must not be empty"));
         }
         Ok(PathBuf::from(v.text()))
     }
 
-    fn deps(&self, id: &str, own_name: &str) -> Result<Vec<String>, ConfigError> {
+    fn deps(&self, id: Id, own_name: &str) -> Result<Vec<String>, ConfigError> {
         self.get(id).parse(|t| parse_dep_list(t, own_name))
     }
 
     /// A Go duration of at least `min` (`MORE_THAN_ZERO`: any positive one).
     #[inline(never)]
-    fn duration(&self, id: &str, min: Duration) -> Result<Duration, ConfigError> {
+    fn duration(&self, id: Id, min: Duration) -> Result<Duration, ConfigError> {
         let v = self.get(id);
         let d = v.parse(parse_go_duration)?;
         if d >= min {
@@ -303,7 +303,7 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
 
     /// Both or neither of pod name and namespace (from the downward API).
     fn pod(&self) -> Result<Option<PodRef>, ConfigError> {
-        let (pod, ns) = (self.get("pod_name"), self.get("namespace"));
+        let (pod, ns) = (self.get(Id::PodName), self.get(Id::Namespace));
         match (pod.text(), ns.text()) {
             ("", "") => Ok(None),
             (p, "") => Err(ns.missing(format!(
@@ -325,14 +325,14 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
         }
     }
 
-    fn optional_path(&self, id: &str) -> Option<PathBuf> {
+    fn optional_path(&self, id: Id) -> Option<PathBuf> {
         Some(self.get(id).text())
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     }
 
     fn ready_probe(&self) -> Result<Option<Probe>, ConfigError> {
-        let v = self.get("ready_probe");
+        let v = self.get(Id::ReadyProbe);
         if v.text().is_empty() {
             return Ok(None);
         }
@@ -341,9 +341,9 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
 
     /// Shutdown endpoints are local-only unless remote ones are allowed explicitly.
     fn shutdown_hooks(&self) -> Result<Vec<HttpUrl>, ConfigError> {
-        let remote = self.get("shutdown_hooks_allow_remote");
+        let remote = self.get(Id::ShutdownHooksAllowRemote);
         let allow_remote = remote.parse(parse_bool)?;
-        let v = self.get("shutdown_hooks");
+        let v = self.get(Id::ShutdownHooks);
         let mut hooks = vec![];
         for item in v.text().split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let url = HttpUrl::parse(item).map_err(|p| v.invalid(&format!("{item:?}: {p}")))?;
@@ -381,25 +381,25 @@ impl Config {
         let name = r.name()?;
         Ok(Config {
             graveyard: r.graveyard()?,
-            death_deps: r.deps("death_deps", &name)?,
-            birth_deps: r.deps("birth_deps", &name)?,
-            grace_period: r.duration("grace_period", Duration::ZERO)?,
-            birth_timeout: r.duration("birth_timeout", Duration::ZERO)?,
-            term_signal: r.get("term_signal").parse(Signal::parse)?,
-            signal_group: r.get("signal_group").parse(parse_bool)?,
-            dep_exit_code: r.get("dep_exit_code").parse(DepExitCode::parse)?,
-            death_trigger: r.get("death_trigger").parse(DeathTrigger::parse)?,
+            death_deps: r.deps(Id::DeathDeps, &name)?,
+            birth_deps: r.deps(Id::BirthDeps, &name)?,
+            grace_period: r.duration(Id::GracePeriod, Duration::ZERO)?,
+            birth_timeout: r.duration(Id::BirthTimeout, Duration::ZERO)?,
+            term_signal: r.get(Id::TermSignal).parse(Signal::parse)?,
+            signal_group: r.get(Id::SignalGroup).parse(parse_bool)?,
+            dep_exit_code: r.get(Id::DepExitCode).parse(DepExitCode::parse)?,
+            death_trigger: r.get(Id::DeathTrigger).parse(DeathTrigger::parse)?,
             pod: r.pod()?,
-            kubeconfig: r.optional_path("kubeconfig"),
-            watch: r.get("watch").parse(WatchMode::parse)?,
-            poll_interval: r.duration("poll_interval", Duration::from_millis(10))?,
+            kubeconfig: r.optional_path(Id::Kubeconfig),
+            watch: r.get(Id::Watch).parse(WatchMode::parse)?,
+            poll_interval: r.duration(Id::PollInterval, Duration::from_millis(10))?,
             ready_probe: r.ready_probe()?,
-            ready_interval: r.duration("ready_interval", Duration::from_millis(10))?,
-            ready_timeout: r.duration("ready_timeout", MORE_THAN_ZERO)?,
+            ready_interval: r.duration(Id::ReadyInterval, Duration::from_millis(10))?,
+            ready_timeout: r.duration(Id::ReadyTimeout, MORE_THAN_ZERO)?,
             shutdown_hooks: r.shutdown_hooks()?,
-            shutdown_hook_timeout: r.duration("shutdown_hook_timeout", MORE_THAN_ZERO)?,
-            log_format: r.get("log_format").parse(LogFormat::parse)?,
-            log_level: r.get("log_level").parse(LogLevel::parse)?,
+            shutdown_hook_timeout: r.duration(Id::ShutdownHookTimeout, MORE_THAN_ZERO)?,
+            log_format: r.get(Id::LogFormat).parse(LogFormat::parse)?,
+            log_level: r.get(Id::LogLevel).parse(LogLevel::parse)?,
             command: checked_command(command)?,
             name,
         })
