@@ -5,7 +5,7 @@
 /// One setting: a flag and the environment variable that mirrors it. Flags win.
 #[derive(Debug)]
 pub struct Setting {
-    pub id: &'static str,
+    pub id: Id,
     pub flag: &'static str,
     pub env: &'static str,
     pub default: Option<&'static str>,
@@ -13,11 +13,76 @@ pub struct Setting {
     pub help: &'static str,
 }
 
+/// Which setting: the configuration parser asks for settings by these, so that asking for
+/// one that does not exist cannot compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Id {
+    Name,
+    Graveyard,
+    DeathDeps,
+    BirthDeps,
+    GracePeriod,
+    BirthTimeout,
+    TermSignal,
+    SignalGroup,
+    DepExitCode,
+    DeathTrigger,
+    PodName,
+    Namespace,
+    Kubeconfig,
+    Watch,
+    PollInterval,
+    ReadyProbe,
+    ReadyInterval,
+    ReadyTimeout,
+    ShutdownHooks,
+    ShutdownHookTimeout,
+    ShutdownHooksAllowRemote,
+    LogFormat,
+    LogLevel,
+}
+
+impl Id {
+    /// The setting (`SETTINGS` is in the order of `Id`, checked when compiling).
+    pub fn setting(self) -> &'static Setting {
+        &SETTINGS[self as usize]
+    }
+
+    /// The id as the caller's lookup gets it, and the CLI's argument id.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Id::Name => "name",
+            Id::Graveyard => "graveyard",
+            Id::DeathDeps => "death_deps",
+            Id::BirthDeps => "birth_deps",
+            Id::GracePeriod => "grace_period",
+            Id::BirthTimeout => "birth_timeout",
+            Id::TermSignal => "term_signal",
+            Id::SignalGroup => "signal_group",
+            Id::DepExitCode => "dep_exit_code",
+            Id::DeathTrigger => "death_trigger",
+            Id::PodName => "pod_name",
+            Id::Namespace => "namespace",
+            Id::Kubeconfig => "kubeconfig",
+            Id::Watch => "watch",
+            Id::PollInterval => "poll_interval",
+            Id::ReadyProbe => "ready_probe",
+            Id::ReadyInterval => "ready_interval",
+            Id::ReadyTimeout => "ready_timeout",
+            Id::ShutdownHooks => "shutdown_hooks",
+            Id::ShutdownHookTimeout => "shutdown_hook_timeout",
+            Id::ShutdownHooksAllowRemote => "shutdown_hooks_allow_remote",
+            Id::LogFormat => "log_format",
+            Id::LogLevel => "log_level",
+        }
+    }
+}
+
 /// Every supervisor setting. This table is the single source for the CLI and the README's
 /// settings table (a unit test keeps the README in step).
 pub const SETTINGS: &[Setting] = &[
     Setting {
-        id: "name",
+        id: Id::Name,
         flag: "name",
         env: "KUBEXIT_NAME",
         default: None,
@@ -25,7 +90,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Name of this container (required; a DNS-1123 label). The tombstone is GRAVEYARD/NAME.",
     },
     Setting {
-        id: "graveyard",
+        id: Id::Graveyard,
         flag: "graveyard",
         env: "KUBEXIT_GRAVEYARD",
         default: Some("/graveyard"),
@@ -33,7 +98,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Directory shared by the pod's containers (an emptyDir); created if missing.",
     },
     Setting {
-        id: "death_deps",
+        id: Id::DeathDeps,
         flag: "death-deps",
         env: "KUBEXIT_DEATH_DEPS",
         default: Some(""),
@@ -41,7 +106,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Comma list of containers whose death stops this container's child.",
     },
     Setting {
-        id: "birth_deps",
+        id: Id::BirthDeps,
         flag: "birth-deps",
         env: "KUBEXIT_BIRTH_DEPS",
         default: Some(""),
@@ -49,7 +114,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Comma list of containers that must be ready before the child is started.",
     },
     Setting {
-        id: "grace_period",
+        id: Id::GracePeriod,
         flag: "grace-period",
         env: "KUBEXIT_GRACE_PERIOD",
         default: Some("30s"),
@@ -57,7 +122,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Time between the termination signal and SIGKILL when a death dependency dies (Go syntax: 30s, 1m30s, 500ms).",
     },
     Setting {
-        id: "birth_timeout",
+        id: Id::BirthTimeout,
         flag: "birth-timeout",
         env: "KUBEXIT_BIRTH_TIMEOUT",
         default: Some("30s"),
@@ -65,7 +130,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "How long to wait for birth dependencies before giving up without starting the child.",
     },
     Setting {
-        id: "term_signal",
+        id: Id::TermSignal,
         flag: "term-signal",
         env: "KUBEXIT_TERM_SIGNAL",
         default: Some("SIGTERM"),
@@ -73,7 +138,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Signal sent to the child when a death dependency dies (name such as SIGTERM, TERM, or number).",
     },
     Setting {
-        id: "signal_group",
+        id: Id::SignalGroup,
         flag: "signal-group",
         env: "KUBEXIT_SIGNAL_GROUP",
         default: Some("false"),
@@ -81,7 +146,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Send forwarded and termination signals to the child's whole process group instead of the child alone.",
     },
     Setting {
-        id: "dep_exit_code",
+        id: Id::DepExitCode,
         flag: "dep-exit-code",
         env: "KUBEXIT_DEP_EXIT_CODE",
         default: Some("zero"),
@@ -89,7 +154,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Exit code when the child was stopped because a death dependency died: `zero` (the pod can succeed) or `child` (the child's own code, 128+N if killed by signal N).",
     },
     Setting {
-        id: "death_trigger",
+        id: Id::DeathTrigger,
         flag: "death-trigger",
         env: "KUBEXIT_DEATH_TRIGGER",
         default: Some("any"),
@@ -97,7 +162,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Which deaths of a death dependency stop the child: `any`, or only `success` (exit code 0; use with restartPolicy OnFailure, where a failed main is restarted).",
     },
     Setting {
-        id: "pod_name",
+        id: Id::PodName,
         flag: "pod-name",
         env: "KUBEXIT_POD_NAME",
         default: Some(""),
@@ -105,7 +170,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "This pod's name. With KUBEXIT_NAMESPACE, birth dependencies are containers of this pod whose status says ready in the Kubernetes API (kubexit behaviour; works for containers not wrapped by sexton). Set it from the downward API (fieldRef metadata.name).",
     },
     Setting {
-        id: "namespace",
+        id: Id::Namespace,
         flag: "namespace",
         env: "KUBEXIT_NAMESPACE",
         default: Some(""),
@@ -113,7 +178,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "This pod's namespace (downward API: fieldRef metadata.namespace); with KUBEXIT_POD_NAME.",
     },
     Setting {
-        id: "kubeconfig",
+        id: Id::Kubeconfig,
         flag: "kubeconfig",
         env: "KUBEXIT_KUBECONFIG",
         default: Some(""),
@@ -121,7 +186,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Kubeconfig for the API (local runs); default: the pod's service account (in-cluster).",
     },
     Setting {
-        id: "watch",
+        id: Id::Watch,
         flag: "watch",
         env: "KUBEXIT_WATCH",
         default: Some("auto"),
@@ -129,7 +194,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "How the graveyard is watched: `inotify` (events only: zero idle cost), `poll` (re-read every poll interval), or `auto`: inotify plus a poll every interval as a safety net (some sandboxes, e.g. gVisor, deliver no inotify events across containers), falling back to poll if inotify cannot be set up.",
     },
     Setting {
-        id: "poll_interval",
+        id: Id::PollInterval,
         flag: "poll-interval",
         env: "KUBEXIT_POLL_INTERVAL",
         default: Some("1s"),
@@ -137,7 +202,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Interval of the graveyard poll (modes `poll` and `auto`); at least 10ms.",
     },
     Setting {
-        id: "ready_probe",
+        id: Id::ReadyProbe,
         flag: "ready-probe",
         env: "KUBEXIT_READY_PROBE",
         default: Some(""),
@@ -145,7 +210,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "When this container counts as ready (its tombstone's `Ready`): immediately when unset; or when a check of the child succeeds: `tcp://HOST:PORT` (connect), `http://HOST:PORT/PATH` (GET returns 2xx), `file:///PATH` (file exists).",
     },
     Setting {
-        id: "ready_interval",
+        id: Id::ReadyInterval,
         flag: "ready-interval",
         env: "KUBEXIT_READY_INTERVAL",
         default: Some("100ms"),
@@ -153,7 +218,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Interval between readiness checks.",
     },
     Setting {
-        id: "ready_timeout",
+        id: Id::ReadyTimeout,
         flag: "ready-timeout",
         env: "KUBEXIT_READY_TIMEOUT",
         default: Some("1s"),
@@ -161,7 +226,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Time limit of one readiness check (connect, request and response).",
     },
     Setting {
-        id: "shutdown_hooks",
+        id: Id::ShutdownHooks,
         flag: "shutdown-hooks",
         env: "KUBEXIT_SHUTDOWN_HOOKS",
         default: Some(""),
@@ -169,7 +234,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Comma list of http:// URLs to POST to after the child exits, e.g. Istio's http://127.0.0.1:15020/quitquitquit or Linkerd's http://127.0.0.1:4191/shutdown. Failures are logged and never change the exit code.",
     },
     Setting {
-        id: "shutdown_hook_timeout",
+        id: Id::ShutdownHookTimeout,
         flag: "shutdown-hook-timeout",
         env: "KUBEXIT_SHUTDOWN_HOOK_TIMEOUT",
         default: Some("2s"),
@@ -177,7 +242,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Time budget of each shutdown hook, retries included.",
     },
     Setting {
-        id: "shutdown_hooks_allow_remote",
+        id: Id::ShutdownHooksAllowRemote,
         flag: "shutdown-hooks-allow-remote",
         env: "KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE",
         default: Some("false"),
@@ -185,7 +250,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Allow shutdown hooks to non-loopback hosts (refused by default: these endpoints are local-only by design).",
     },
     Setting {
-        id: "log_format",
+        id: Id::LogFormat,
         flag: "log-format",
         env: "KUBEXIT_LOG_FORMAT",
         default: Some("text"),
@@ -193,7 +258,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Log format on stderr.",
     },
     Setting {
-        id: "log_level",
+        id: Id::LogLevel,
         flag: "log-level",
         env: "KUBEXIT_LOG_LEVEL",
         default: Some("info"),
@@ -202,12 +267,15 @@ pub const SETTINGS: &[Setting] = &[
     },
 ];
 
-pub fn setting(id: &str) -> &'static Setting {
-    SETTINGS
-        .iter()
-        .find(|s| s.id == id)
-        .unwrap_or_else(|| panic!("unknown setting id {id}"))
-}
+// `Id::setting` indexes the table: each setting stands at its id's place.
+const _: () = {
+    assert!(SETTINGS.len() == 23);
+    let mut i = 0;
+    while i < SETTINGS.len() {
+        assert!(SETTINGS[i].id as usize == i);
+        i += 1;
+    }
+};
 
 /// Where a raw value came from; used to name it in error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,13 +6,16 @@
 //! - `proxy`: `kubectl proxy` and a relay that holds one request, to make the real API
 //!   server answer at the moment a test chooses.
 //! - `registry`: the test container registries (`scripts/registry.sh`).
+//! - `http`: a GET of a process's health or metrics endpoint, and the metrics parsed.
 
 mod cluster;
+mod http;
 mod proxy;
 mod registry;
 mod scratch;
 
 pub use cluster::*;
+pub use http::*;
 pub use proxy::*;
 pub use registry::*;
 pub use scratch::*;
