@@ -148,13 +148,14 @@ fn child_ignoring_sigterm_is_killed_after_grace_period() {
         pod.wait_born("sidecar");
         let mut main = pod.container("main", &[], &["true"]);
         assert_eq!(main.wait(), 0);
-        let t0 = Instant::now();
-        sidecar.wait_log("sending SIGTERM");
         assert_eq!(sidecar.wait(), want, "{dep_exit_code}");
-        let waited = t0.elapsed();
+        // sexton's own clock: the harness, descheduled under load, once read its clock after
+        // the sidecar had already ended (80 µs "between" SIGTERM and the exit, emulated arm64)
+        let logs = sidecar.logs();
+        let waited = logged_at(&logs, "sending SIGKILL") - logged_at(&logs, "sending SIGTERM");
         assert!(
-            waited >= Duration::from_millis(300),
-            "grace period respected: {waited:?}"
+            waited >= chrono::Duration::milliseconds(390),
+            "grace period respected: {waited:?}\n{logs}"
         );
         let t = pod.tombstone("sidecar").unwrap();
         assert_eq!(t["Signal"], "SIGKILL");

@@ -140,3 +140,17 @@ pub fn term_recorder(marker: &str, code: i32) -> String {
 pub fn exists(p: &Path) -> bool {
     fs::symlink_metadata(p).is_ok()
 }
+
+/// When sexton logged the first line containing `needle`: its own timestamp (RFC 3339, the
+/// first word of each text log line). Intervals between two of sexton's actions are read
+/// from these, not from the harness's clock, which a loaded machine can deschedule between
+/// the event and its reading (a lower bound measured by the harness then fails).
+pub fn logged_at(logs: &str, needle: &str) -> chrono::DateTime<chrono::FixedOffset> {
+    let line = logs
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no log line says {needle:?}:\n{logs}"));
+    let stamp = line.split_whitespace().next().unwrap_or_default();
+    chrono::DateTime::parse_from_rfc3339(stamp)
+        .unwrap_or_else(|e| panic!("log line without a timestamp ({e}): {line}"))
+}
