@@ -54,12 +54,12 @@ tool() { # NAME VARIABLE: the variable's value if set, else scripts/tools.sh NAM
 }
 
 # archive NAME ARCH FILE...: dist/NAME_vVERSION_linux_ARCH.tar.gz holding FILE... (and the
-# README), reproducible: sorted, root-owned, the commit's time, no gzip timestamp.
+# README and LICENSE), reproducible: sorted, root-owned, the commit's time, no gzip timestamp.
 archive() {
   local name=$1 arch=$2; shift 2
   local out="$DIST/${name}_${TAG}_linux_${arch}.tar.gz" dir
   dir=$(mktemp -d)
-  cp "$@" "$ROOT/README.md" "$dir/"
+  cp "$@" "$ROOT/README.md" "$ROOT/LICENSE" "$dir/"
   tar -C "$dir" --sort=name --mtime="@$CREATED" --owner=0 --group=0 --numeric-owner -cf - . \
     | gzip -9n >"$out"
   rm -rf "$dir"
@@ -128,6 +128,8 @@ krew() {
       - from: kubectl-sexton
         to: .
       - from: README.md
+        to: .
+      - from: LICENSE
         to: .
     bin: kubectl-sexton
 "
