@@ -16,10 +16,10 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// JSON values (objects, lists, scalars) in one review. A real Pod has a few thousand; a
 /// body of 3 MiB of `[0,0,...]` has 1.5 million, 48 MB once parsed, and more in copies.
 pub const MAX_JSON_VALUES: usize = 100_000;
-/// Reviews worked on at once (parsed, injected, answered); others wait their turn. With the
-/// limits above, one review at the limits takes about 30 MB (BENCHMARKS.md), so these stay
-/// well under the chart's 256Mi.
-pub const CONCURRENT_REVIEWS: usize = 4;
+/// Reviews worked on at once (parsed, injected, answered); others wait their turn. One
+/// review at the body and value limits peaks at about 50 MB (the tree and the copy the
+/// injection works on; BENCHMARKS.md), so two stay well under the chart's 256Mi.
+pub const CONCURRENT_REVIEWS: usize = 2;
 
 /// Why a body is not read.
 #[derive(Debug, PartialEq, Eq)]

@@ -107,8 +107,8 @@ async fn answer(
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     let started = Instant::now();
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
-        Ok(r) => r,
+    let (review, pod) = match parse(&body) {
+        Ok(parsed) => parsed,
         Err(e) => {
             return (
                 StatusCode::BAD_REQUEST,
@@ -128,24 +128,43 @@ async fn answer(
                 .into_response();
         }
     };
-    let (response, result) = review_pod(&reviewer, &request, scope).await;
+    let (response, result) = review_pod(&reviewer, &request, pod, scope).await;
     reviewer.metrics.reviewed(result, started.elapsed());
     axum::Json(response.into_review()).into_response()
+}
+
+/// The review, and its object (the Pod) as JSON apart: parsed once, as a tree, without the
+/// copies that kube's typed object would make of it (its flattened fields are buffered,
+/// then converted again); the typed request keeps only the object's metadata.
+fn parse(body: &[u8]) -> Result<(AdmissionReview<DynamicObject>, Value), serde_json::Error> {
+    let mut doc: Value = serde_json::from_slice(body)?;
+    let mut pod = Value::Null;
+    if let Some(request) = doc.get_mut("request").and_then(Value::as_object_mut) {
+        request.remove("oldObject");
+        if let Some(object) = request.remove("object") {
+            let stub = serde_json::json!({
+                "apiVersion": object["apiVersion"],
+                "kind": object["kind"],
+                "metadata": object["metadata"],
+            });
+            request.insert("object".into(), stub);
+            pod = object;
+        }
+    }
+    Ok((serde_json::from_value(doc)?, pod))
 }
 
 /// The answer for one request, and its result label.
 async fn review_pod(
     reviewer: &Arc<Reviewer>,
     request: &AdmissionRequest<DynamicObject>,
+    pod: Value,
     scope: Scope,
 ) -> (AdmissionResponse, &'static str) {
     let allowed = AdmissionResponse::from(request);
-    let Some(object) = request.object.as_ref().filter(|_| is_pod_create(request)) else {
+    if request.object.is_none() || !is_pod_create(request) {
         return (allowed, "skipped");
-    };
-    let Ok(pod) = serde_json::to_value(object) else {
-        return (allowed, "skipped");
-    };
+    }
     let options = reviewer.options.lock().expect("poisoned").clone();
     let namespace = request.namespace.clone().unwrap_or_default();
     let admission = match beyond_limits(&pod) {
