@@ -374,13 +374,14 @@ async fn a_refusal_is_a_warning_and_an_event_and_the_pod_is_admitted_unchanged()
         "{s}"
     );
     // a bare Pod does not exist yet when it is reviewed: no Event (the warning above is
-    // its creator's); a Job's refused Pod: an Event on the Job, which exists
+    // its creator's); a Job's refused Pod (an unknown strategy: a Job's template loses the
+    // container restartPolicy above, a field behind a feature gate): an Event on the Job
     let job = json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "refused", "namespace": ns},
         "spec": {"backoffLimit": 0, "template": {
-            "metadata": {"annotations": {"sexton.dev/inject": "native"}},
-            "spec": pod("x", json!({}), true)["spec"].clone()}},
+            "metadata": {"annotations": {"sexton.dev/inject": "bogus"}},
+            "spec": pod("x", json!({}), false)["spec"].clone()}},
     });
     let out = apply(&job);
     assert!(out.status.success(), "{}", text(&out.stderr));
