@@ -118,7 +118,8 @@ fn repair(pod: &mut Value, record: Option<&Record>) -> Vec<String> {
     for n in names {
         let found = pod["spec"]["initContainers"]
             .as_array_mut()
-            .and_then(|l| l.iter_mut().find(|c| name(c) == n));
+            // (objects only: a forged review may have scalars in the list)
+            .and_then(|l| l.iter_mut().find(|c| c.is_object() && name(c) == n));
         let Some(c) = found else {
             warnings.push(format!(
                 "sexton: native sidecar {n:?} was removed from the pod by another mutating webhook; it cannot be restored"

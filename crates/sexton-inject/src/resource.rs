@@ -67,14 +67,27 @@ fn for_each_template(
             outcome: Outcome::Skipped,
         }];
     };
+    let at = path.iter().map(|k| format!("{k}.")).collect::<String>();
     let outcome = match path.iter().try_fold(&mut *doc, |v, key| v.get_mut(*key)) {
-        Some(t) if t["spec"]["containers"].is_array() => each(&mut Template(t)),
-        _ => Outcome::Refused(format!(
-            "{}spec.containers is missing or not a list",
-            path.iter().map(|k| format!("{k}.")).collect::<String>()
-        )),
+        Some(t) if t["spec"]["containers"].is_array() => match not_a_container(t) {
+            Some(list) => Outcome::Refused(format!(
+                "{at}spec.{list} has an entry that is not an object"
+            )),
+            None => each(&mut Template(t)),
+        },
+        _ => Outcome::Refused(format!("{at}spec.containers is missing or not a list")),
     };
     vec![Report { resource, outcome }]
+}
+
+/// The list of containers with an entry that is not an object (the API server refuses such a
+/// Pod; an AdmissionReview forged by a client of the webhook may still carry it).
+fn not_a_container(t: &Value) -> Option<&'static str> {
+    ["containers", "initContainers"].into_iter().find(|k| {
+        t["spec"][*k]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|c| !c.is_object()))
+    })
 }
 
 /// Injects every pod template of `doc`, one report per object.

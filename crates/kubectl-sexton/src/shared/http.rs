@@ -1,6 +1,6 @@
-//! The cluster side's HTTP endpoints: Prometheus metrics and health, and the admission
-//! webhook over TLS, as axum routers served by hyper with a bound on how long a client may
-//! take to send a request head, so that idle or slow connections cannot pile up.
+//! The cluster side's HTTP endpoints: Prometheus metrics and health, as axum routers served
+//! by hyper with a bound on how long a client may take to send a request head, so that idle
+//! or slow connections cannot pile up. (The webhook's TLS port: `tls_server.rs`.)
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tracing::debug;
@@ -27,6 +27,8 @@ pub struct Health {
     pub ready: AtomicBool,
     /// Caches not filled yet.
     pub pending: AtomicUsize,
+    /// The serving port takes no more connections (every slot is taken): not ready.
+    pub jammed: AtomicBool,
 }
 
 impl Health {
@@ -54,7 +56,8 @@ pub fn metrics_routes(encode: impl Fn() -> String + Clone + Send + Sync + 'stati
     )
 }
 
-/// `GET /healthz` and `/livez` (the process answers) and `/readyz` (caches filled).
+/// `GET /healthz` and `/livez` (the process answers) and `/readyz` (caches filled, and the
+/// serving port, if any, takes connections).
 pub fn health_routes(health: Arc<Health>) -> Router {
     let alive = || async { "ok\n" };
     Router::new()
@@ -63,7 +66,7 @@ pub fn health_routes(health: Arc<Health>) -> Router {
         .route(
             "/readyz",
             get(move || async move {
-                if health.ready.load(Ordering::Relaxed) {
+                if health.ready.load(Ordering::Relaxed) && !health.jammed.load(Ordering::Relaxed) {
                     (StatusCode::OK, "ok\n").into_response()
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
@@ -76,9 +79,9 @@ pub fn health_routes(health: Arc<Health>) -> Router {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot listen on {flag}={addr}: {source}")]
 pub struct ListenError {
-    flag: &'static str,
-    addr: SocketAddr,
-    source: std::io::Error,
+    pub flag: &'static str,
+    pub addr: SocketAddr,
+    pub source: std::io::Error,
 }
 
 /// Binds `addr` now (so a taken port is a start-up error naming `flag`) and serves `router`
@@ -107,11 +110,11 @@ pub async fn serve_all(
     Ok(())
 }
 
-/// The next connection; on EMFILE and the like it backs off instead of spinning.
-async fn accept(listener: &TcpListener) -> tokio::net::TcpStream {
+/// The next connection and its peer; on EMFILE and the like it backs off instead of spinning.
+pub async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
     loop {
         match listener.accept().await {
-            Ok((conn, _)) => return conn,
+            Ok(accepted) => return accepted,
             Err(e) => {
                 debug!("accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -122,7 +125,7 @@ async fn accept(listener: &TcpListener) -> tokio::net::TcpStream {
 
 async fn accept_loop(listener: TcpListener, router: Router) {
     loop {
-        let conn = accept(&listener).await;
+        let (conn, _) = accept(&listener).await;
         let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
             let served = hyper::server::conn::http1::Builder::new()
@@ -131,63 +134,6 @@ async fn accept_loop(listener: TcpListener, router: Router) {
                 .keep_alive(false)
                 .serve_connection(TokioIo::new(conn), service);
             let _ = tokio::time::timeout(CONNECTION_TIMEOUT, served).await;
-        });
-    }
-}
-
-/// At most this many TLS connections are served at once; more wait to be accepted.
-const MAX_TLS_CONNECTIONS: usize = 1024;
-/// A client has this long to complete its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Binds `addr` now and serves `router` over TLS (HTTP/1.1 with keep-alive, or HTTP/2 as
-/// the API server negotiates it) in the background; `tls` picks the certificate per
-/// handshake, so a reloaded one is used from the next connection on.
-pub async fn serve_tls(
-    addr: SocketAddr,
-    router: Router,
-    tls: Arc<rustls::ServerConfig>,
-    flag: &'static str,
-) -> Result<SocketAddr, ListenError> {
-    let error = |source| ListenError { flag, addr, source };
-    let listener = TcpListener::bind(addr).await.map_err(error)?;
-    let bound = listener.local_addr().map_err(error)?;
-    tokio::spawn(tls_accept_loop(listener, router, tls));
-    Ok(bound)
-}
-
-async fn tls_accept_loop(listener: TcpListener, router: Router, tls: Arc<rustls::ServerConfig>) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_TLS_CONNECTIONS));
-    loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let conn = accept(&listener).await;
-        let (acceptor, service) = (acceptor.clone(), TowerToHyperService::new(router.clone()));
-        tokio::spawn(async move {
-            let _slot = slot;
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(conn)).await
-            {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return debug!("TLS handshake failed: {e}"),
-                Err(_) => return debug!("TLS handshake timed out"),
-            };
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT);
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .keep_alive_interval(Some(Duration::from_secs(30)));
-            if let Err(e) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                debug!("connection ended: {e}");
-            }
         });
     }
 }

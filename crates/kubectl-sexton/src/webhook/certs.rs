@@ -67,17 +67,45 @@ impl CertStore {
         Ok(expires)
     }
 
-    /// The TLS configuration that serves this store's certificate, HTTP/2 or HTTP/1.1.
-    pub fn server_config(self: &Arc<Self>) -> Arc<rustls::ServerConfig> {
+    /// The TLS configuration that serves this store's certificate, HTTP/2 or HTTP/1.1; with
+    /// `client_ca` (`--client-ca-file`), to clients with a certificate it signed only.
+    pub fn server_config(
+        self: &Arc<Self>,
+        client_ca: Option<&Path>,
+    ) -> Result<Arc<rustls::ServerConfig>, CertError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_no_client_auth()
-            .with_cert_resolver(self.clone());
+            .expect("ring supports the default protocol versions");
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => builder.with_client_cert_verifier(client_verifier(path, provider)?),
+        };
+        let mut config = builder.with_cert_resolver(self.clone());
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Arc::new(config)
+        Ok(Arc::new(config))
     }
+}
+
+/// Verifies clients against the CAs of the PEM file `path` (`--client-ca-file`).
+fn client_verifier(
+    path: &Path,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, CertError> {
+    let what = format!("--client-ca-file={}", path.display());
+    let pem = read(path, "--client-ca-file")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {
+        roots
+            .add(cert)
+            .map_err(|_| Unparsable { what: what.clone() })?;
+    }
+    if roots.is_empty() {
+        return Err(CertError::NoCertificate { what });
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|_| CertError::NoCertificate { what })
 }
 
 /// Certificate and key files (`--tls-cert-file`, `--tls-key-file`).

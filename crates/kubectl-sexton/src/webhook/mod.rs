@@ -8,9 +8,11 @@
 //! start and every few minutes (for `auto`).
 
 mod certs;
+mod limits;
 mod metrics;
 mod review;
 mod self_managed;
+mod server;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,7 +29,7 @@ use sexton_inject::Options;
 use tracing::{info, warn};
 
 use crate::shared::exit::Exit;
-use crate::shared::http::{self, Health};
+use crate::shared::http::Health;
 use crate::shared::kube_client::{ServiceKubeFlags, service_account_namespace};
 use crate::shared::registry::RegistryFlags;
 use crate::shared::service::{self, Service, ServiceFlags, unusable};
@@ -36,12 +38,10 @@ use certs::{CertError, CertFiles, CertStore};
 use metrics::WebhookMetrics;
 use review::Reviewer;
 use self_managed::{SelfManaged, TlsError};
+use server::ConnectionLimits;
 
 /// How often the API server's version is read again (an upgrade changes what `auto` picks).
 const VERSION_RECHECK: Duration = Duration::from_secs(600);
-/// Reviews larger than this are answered 413 (the API server then applies failurePolicy:
-/// Ignore, admitting the Pod unchanged).
-const MAX_REVIEW_BYTES: usize = 8 << 20;
 /// How long reviews are still answered after SIGTERM (inside the pod's grace period).
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -121,6 +121,15 @@ pub struct WebhookFlags {
     /// Read a Pod's imagePullSecrets to look up its images' entrypoints (needs RBAC secrets get in the Pods' namespaces; off by default)
     #[arg(long, env = "SEXTON_IMAGE_PULL_SECRETS")]
     image_pull_secrets: bool,
+    /// Accept only clients with a certificate signed by a CA of FILE (PEM): the API server's, as its AdmissionConfiguration presents it (README: Security model)
+    #[arg(long, env = "SEXTON_CLIENT_CA_FILE", value_name = "FILE")]
+    client_ca_file: Option<PathBuf>,
+    /// Serve at most N connections at once (more wait; /readyz fails meanwhile)
+    #[arg(long, env = "SEXTON_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Serve at most N connections from one client address (more are closed at once)
+    #[arg(long, env = "SEXTON_MAX_CONNECTIONS_PER_CLIENT", value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_client: u32,
     #[command(flatten)]
     serving: ServiceFlags,
 }
@@ -151,9 +160,24 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
     let routes = Router::new()
         .route("/mutate", post(review::mutate))
         .route("/mutate/annotated", post(review::mutate_annotated))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
         .with_state(reviewer.clone());
-    match http::serve_tls(flags.listen, routes, store.server_config(), "--listen").await {
+    let tls = match store.server_config(flags.client_ca_file.as_deref()) {
+        Ok(tls) => tls,
+        Err(e) => return unusable(&e),
+    };
+    let limits = ConnectionLimits {
+        total: flags.max_connections as usize,
+        per_client: flags.max_connections_per_client as usize,
+    };
+    let served = server::serve_tls(
+        flags.listen,
+        routes,
+        tls,
+        limits,
+        svc.health.clone(),
+        "--listen",
+    );
+    match served.await {
         Ok(bound) => info!(%bound, "serving the webhook"),
         Err(e) => return unusable(&e),
     }
@@ -229,7 +253,14 @@ fn reviewer(flags: &WebhookFlags, client: &Client, metrics: Arc<WebhookMetrics>)
     };
     let secrets = flags.image_pull_secrets.then(|| client.clone());
     let recorder = Recorder::new(client.clone(), reporter);
-    Reviewer::new(options, flags.registry.opts(), recorder, metrics, secrets)
+    Reviewer::new(
+        options,
+        flags.registry.opts(),
+        recorder,
+        metrics,
+        secrets,
+        client.clone(),
+    )
 }
 
 /// Reads the API server's version now and every few minutes, unless it was given.

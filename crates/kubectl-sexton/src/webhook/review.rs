@@ -3,23 +3,27 @@
 //! warnings), an Event for a refusal, metrics. Anything unexpected admits the Pod unchanged:
 //! the webhook must never be why a Pod cannot be created.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::runtime::events::{Event, EventType, Recorder};
 use serde_json::Value;
-use sexton_inject::{ImageCommand, Options, Outcome, Scope, Unresolved, admit, entrypoints_needed};
+use sexton_inject::{
+    ANNOTATION_INJECT, Admission, ImageCommand, Options, Outcome, Resolve, Scope, Unresolved, admit,
+};
 use tracing::{debug, info, warn};
 
+use super::limits::{CONCURRENT_REVIEWS, beyond_limits, escaped, patch_too_large, read_body};
 use super::metrics::WebhookMetrics;
-use crate::shared::registry::{Looked, RegistryOpts, lookup_all};
+use crate::shared::registry::{RegistryOpts, lookup_all};
 
 /// Lookups are kept this long (an image's ENTRYPOINT under a tag rarely changes; a failed
 /// lookup is retried sooner).
@@ -38,7 +42,11 @@ pub struct Reviewer {
     pub metrics: Arc<WebhookMetrics>,
     /// With `--image-pull-secrets`: the client that reads a Pod's pull Secrets.
     pub pull_secrets: Option<kube::Client>,
+    /// Reads the owners of refused Pods (an Event is only about one that exists).
+    pub client: kube::Client,
     lookups: Mutex<HashMap<String, (Instant, Lookup)>>,
+    /// Reviews worked on at once (`limits::CONCURRENT_REVIEWS`).
+    turns: tokio::sync::Semaphore,
 }
 
 impl Reviewer {
@@ -48,6 +56,7 @@ impl Reviewer {
         recorder: Recorder,
         metrics: Arc<WebhookMetrics>,
         pull_secrets: Option<kube::Client>,
+        client: kube::Client,
     ) -> Self {
         Reviewer {
             options: Mutex::new(options),
@@ -55,26 +64,51 @@ impl Reviewer {
             recorder,
             metrics,
             pull_secrets,
+            client,
             lookups: Mutex::default(),
+            turns: tokio::sync::Semaphore::new(CONCURRENT_REVIEWS),
         }
     }
 }
 
 /// `POST /mutate`: Pods of namespaces labelled `sexton.dev/inject=enabled`.
-pub async fn mutate(State(reviewer): State<Arc<Reviewer>>, body: Bytes) -> Response {
-    answer(&reviewer, Scope::Namespace, &body).await
+pub async fn mutate(
+    State(reviewer): State<Arc<Reviewer>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    answer(reviewer, Scope::Namespace, &headers, body).await
 }
 
 /// `POST /mutate/annotated`: Pods of other namespaces (only those whose annotation asks).
-pub async fn mutate_annotated(State(reviewer): State<Arc<Reviewer>>, body: Bytes) -> Response {
-    answer(&reviewer, Scope::Annotation, &body).await
+pub async fn mutate_annotated(
+    State(reviewer): State<Arc<Reviewer>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    answer(reviewer, Scope::Annotation, &headers, body).await
 }
 
-/// Never an HTTP error for a well-formed review.
-async fn answer(reviewer: &Reviewer, scope: Scope, body: &[u8]) -> Response {
+/// Never an HTTP error for a well-formed review within the limits.
+async fn answer(
+    reviewer: Arc<Reviewer>,
+    scope: Scope,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
+    let body = match read_body(headers, body).await {
+        Ok(b) => b,
+        Err(refused) => {
+            reviewer.metrics.reviewed("refused-body", Duration::ZERO);
+            return refused.answer().into_response();
+        }
+    };
+    let Ok(_turn) = reviewer.turns.acquire().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
     let started = Instant::now();
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
-        Ok(r) => r,
+    let (review, pod) = match parse(&body) {
+        Ok(parsed) => parsed,
         Err(e) => {
             return (
                 StatusCode::BAD_REQUEST,
@@ -83,6 +117,7 @@ async fn answer(reviewer: &Reviewer, scope: Scope, body: &[u8]) -> Response {
                 .into_response();
         }
     };
+    drop(body);
     let request: AdmissionRequest<DynamicObject> = match review.try_into() {
         Ok(r) => r,
         Err(e) => {
@@ -93,28 +128,49 @@ async fn answer(reviewer: &Reviewer, scope: Scope, body: &[u8]) -> Response {
                 .into_response();
         }
     };
-    let (response, result) = review_pod(reviewer, &request, scope).await;
+    let (response, result) = review_pod(&reviewer, &request, pod, scope).await;
     reviewer.metrics.reviewed(result, started.elapsed());
     axum::Json(response.into_review()).into_response()
 }
 
+/// The review, and its object (the Pod) as JSON apart: parsed once, as a tree, without the
+/// copies that kube's typed object would make of it (its flattened fields are buffered,
+/// then converted again); the typed request keeps only the object's metadata.
+fn parse(body: &[u8]) -> Result<(AdmissionReview<DynamicObject>, Value), serde_json::Error> {
+    let mut doc: Value = serde_json::from_slice(body)?;
+    let mut pod = Value::Null;
+    if let Some(request) = doc.get_mut("request").and_then(Value::as_object_mut) {
+        request.remove("oldObject");
+        if let Some(object) = request.remove("object") {
+            let stub = serde_json::json!({
+                "apiVersion": object["apiVersion"],
+                "kind": object["kind"],
+                "metadata": object["metadata"],
+            });
+            request.insert("object".into(), stub);
+            pod = object;
+        }
+    }
+    Ok((serde_json::from_value(doc)?, pod))
+}
+
 /// The answer for one request, and its result label.
 async fn review_pod(
-    reviewer: &Reviewer,
+    reviewer: &Arc<Reviewer>,
     request: &AdmissionRequest<DynamicObject>,
+    pod: Value,
     scope: Scope,
 ) -> (AdmissionResponse, &'static str) {
     let allowed = AdmissionResponse::from(request);
-    let Some(object) = request.object.as_ref().filter(|_| is_pod_create(request)) else {
+    if request.object.is_none() || !is_pod_create(request) {
         return (allowed, "skipped");
-    };
-    let Ok(pod) = serde_json::to_value(object) else {
-        return (allowed, "skipped");
-    };
+    }
     let options = reviewer.options.lock().expect("poisoned").clone();
     let namespace = request.namespace.clone().unwrap_or_default();
-    let resolver = reviewer.resolver(&pod, &namespace, &options).await;
-    let admission = admit(&pod, scope, &options, &resolver);
+    let admission = match beyond_limits(&pod) {
+        Some(why) if in_scope(&pod, scope) => refused(why),
+        _ => injected_once(reviewer, pod, scope, options, namespace).await,
+    };
     let result = match &admission.outcome {
         None if admission.patch.is_empty() => "unchanged",
         None => "repaired",
@@ -134,10 +190,61 @@ async fn review_pod(
         return (response, result);
     }
     match response.with_patch(admission.patch) {
-        Ok(r) => (r, result),
+        Ok(r) => match patch_too_large(r.patch.as_ref().map_or(0, Vec::len)) {
+            // (checked on the encoded patch: what the API server would receive)
+            Some(why) => {
+                warn!(pod = escaped(&pod_name(request), 512), "refused: {why}");
+                let mut unchanged = AdmissionResponse::from(request);
+                unchanged.warnings = Some(vec![format!("sexton: pod admitted unchanged: {why}")]);
+                (unchanged, "refused")
+            }
+            None => (r, result),
+        },
         Err(e) => {
             warn!("cannot encode the patch ({e}); admitting unchanged");
             (AdmissionResponse::from(request), "error")
+        }
+    }
+}
+
+/// Whether `admit` would look at the Pod at all (the limits apply only to those).
+fn in_scope(pod: &Value, scope: Scope) -> bool {
+    let asked = pod["metadata"]["annotations"][ANNOTATION_INJECT].as_str();
+    !(asked.is_some_and(|a| a.trim().eq_ignore_ascii_case("disabled"))
+        || (scope == Scope::Annotation && asked.is_none()))
+}
+
+/// The Pod admitted unchanged for `why`, with the warning `admit` gives for a refusal.
+fn refused(why: String) -> Admission {
+    Admission {
+        patch: json_patch::Patch(vec![]),
+        warnings: vec![format!("sexton: pod admitted unchanged: {why}")],
+        outcome: Some(Outcome::Refused(why)),
+    }
+}
+
+/// sexton-inject's decision, computed once, off the async workers (it is CPU work on a
+/// tree of up to the body limit); the images `wrap` needs are looked up as it asks for them.
+async fn injected_once(
+    reviewer: &Arc<Reviewer>,
+    pod: Value,
+    scope: Scope,
+    options: Options,
+    namespace: String,
+) -> Admission {
+    let resolver = LazyLookup {
+        reviewer: reviewer.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        namespace,
+        pod_secrets: pod["spec"]["imagePullSecrets"].clone(),
+        secrets: std::sync::OnceLock::new(),
+    };
+    let work = tokio::task::spawn_blocking(move || admit(&pod, scope, &options, &resolver));
+    match work.await {
+        Ok(a) => a,
+        Err(e) => {
+            warn!("the injection failed ({e}); admitting unchanged");
+            Admission::default()
         }
     }
 }
@@ -168,49 +275,54 @@ fn log(request: &AdmissionRequest<DynamicObject>, outcome: &Option<Outcome>, war
         }) => {
             info!(pod, %mechanism, ?sidecars, dry_run = request.dry_run, "injected")
         }
-        Some(Outcome::Refused(why)) => warn!(pod, dry_run = request.dry_run, "refused: {why}"),
+        Some(Outcome::Refused(why)) => warn!(
+            pod,
+            dry_run = request.dry_run,
+            "refused: {}",
+            escaped(why, 1024)
+        ),
         _ if !warnings.is_empty() => warn!(pod, ?warnings, "repaired"),
         _ => debug!(pod, "admitted unchanged"),
     }
 }
 
 /// A Warning Event about the refusal, on the Pod's owner (the Job, the ReplicaSet, ...): the
-/// Pod has no UID yet. A bare Pod gets it under its own name.
+/// Pod has no UID yet. Only about an owner that exists in the review's namespace with the
+/// UID the review names (a forged review cannot put Events on other objects), and with
+/// the text escaped and bounded. A bare Pod gets none: the warning reaches its creator.
 async fn refusal_event(reviewer: &Reviewer, request: &AdmissionRequest<DynamicObject>, why: &str) {
     let Some(object) = request.object.as_ref() else {
         return;
     };
-    let namespace = request.namespace.clone();
-    let owner = object
-        .metadata
-        .owner_references
-        .as_ref()
-        .and_then(|o| o.first());
-    let regarding = match owner {
-        Some(o) => k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(o.api_version.clone()),
-            kind: Some(o.kind.clone()),
-            name: Some(o.name.clone()),
-            uid: Some(o.uid.clone()),
-            namespace,
-            ..Default::default()
-        },
-        None => k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: object
-                .metadata
-                .name
-                .clone()
-                .or_else(|| object.metadata.generate_name.clone()),
-            namespace,
-            ..Default::default()
-        },
+    let (Some(namespace), Some(owner)) = (
+        request.namespace.clone(),
+        object
+            .metadata
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.first()),
+    ) else {
+        return;
+    };
+    if !owner_exists(&reviewer.client, &namespace, owner).await {
+        debug!(
+            owner = escaped(&owner.name, 256),
+            "no refusal event: the owner is not one that exists in the namespace"
+        );
+        return;
+    }
+    let regarding = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(owner.api_version.clone()),
+        kind: Some(owner.kind.clone()),
+        name: Some(owner.name.clone()),
+        uid: Some(owner.uid.clone()),
+        namespace: Some(namespace),
+        ..Default::default()
     };
     let event = Event {
         type_: EventType::Warning,
         reason: "InjectRefused".into(),
-        note: Some(format!("pod {}: {why}", pod_name(request))),
+        note: Some(escaped(&format!("pod {}: {why}", pod_name(request)), 1024)),
         action: "Inject".into(),
         secondary: None,
     };
@@ -219,49 +331,85 @@ async fn refusal_event(reviewer: &Reviewer, request: &AdmissionRequest<DynamicOb
     }
 }
 
-impl Reviewer {
-    /// The images `wrap` would need for this Pod, from the cache or looked up now (with the
-    /// Pod's pull Secrets, if `--image-pull-secrets`: then cached per namespace and Secrets).
-    async fn resolver(&self, pod: &Value, namespace: &str, options: &Options) -> Looked {
-        let needed = entrypoints_needed(pod, options);
-        if needed.is_empty() {
-            return Looked::default();
+/// Whether the owner named in a review exists in `namespace` with its UID: for the kinds
+/// that own Pods (RBAC: get on them), read as metadata only. Any other kind: no.
+async fn owner_exists(client: &kube::Client, namespace: &str, owner: &OwnerReference) -> bool {
+    let (group, version) = match owner.api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", owner.api_version.as_str()),
+    };
+    let plural = match (group, owner.kind.as_str()) {
+        ("batch", "Job") => "jobs",
+        ("apps", "ReplicaSet") => "replicasets",
+        ("apps", "StatefulSet") => "statefulsets",
+        ("apps", "DaemonSet") => "daemonsets",
+        ("", "ReplicationController") => "replicationcontrollers",
+        _ => return false,
+    };
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, &owner.kind);
+    let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: kube::Api<DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), namespace, &resource);
+    match api.get_metadata_opt(&owner.name).await {
+        Ok(Some(found)) => found.metadata.uid.as_deref() == Some(owner.uid.as_str()),
+        Ok(None) => false,
+        Err(e) => {
+            warn!("cannot check the owner of a refused pod (RBAC: get {plural}): {e}");
+            false
         }
-        let secrets = match &self.pull_secrets {
-            Some(client) => read_pull_secrets(client, namespace, pod).await,
-            None => vec![],
-        };
+    }
+}
+
+/// The images' ENTRYPOINT and CMD as `wrap` asks for them, from the cache or looked up
+/// then (with the Pod's pull Secrets, if `--image-pull-secrets`, read at the first lookup:
+/// then cached per namespace and Secrets). Runs on a blocking thread: it waits for the
+/// lookups on the runtime.
+struct LazyLookup {
+    reviewer: Arc<Reviewer>,
+    runtime: tokio::runtime::Handle,
+    namespace: String,
+    pod_secrets: Value,
+    secrets: std::sync::OnceLock<Vec<(String, String)>>,
+}
+
+impl Resolve for LazyLookup {
+    fn resolve(&self, image: &str) -> Lookup {
+        let secrets = self
+            .secrets
+            .get_or_init(|| match &self.reviewer.pull_secrets {
+                Some(client) => self.runtime.block_on(read_pull_secrets(
+                    client,
+                    &self.namespace,
+                    &self.pod_secrets,
+                )),
+                None => vec![],
+            });
         let scope: Vec<&str> = secrets.iter().map(|(n, _)| n.as_str()).collect();
-        let key = |image: &str| format!("{}|{image}", scope.join(","));
-        let mut known = BTreeMap::new();
-        let mut missing = vec![];
+        let key = format!("{}|{image}", scope.join(","));
         {
-            let cache = self.lookups.lock().expect("poisoned");
-            for image in needed {
-                match cache.get(&key(&image)) {
-                    Some((at, r)) if at.elapsed() < ttl(r) => {
-                        known.insert(image, r.clone());
-                    }
-                    _ => missing.push(image),
-                }
+            let cache = self.reviewer.lookups.lock().expect("poisoned");
+            if let Some((at, r)) = cache.get(&key).filter(|(at, r)| at.elapsed() < ttl(r)) {
+                let _ = at;
+                return r.clone();
             }
         }
-        if !missing.is_empty() {
-            let opts = RegistryOpts {
-                pull_secrets: secrets.clone(),
-                ..self.registry.clone()
-            };
-            let looked = lookup_all(&missing, &opts).await;
-            let mut cache = self.lookups.lock().expect("poisoned");
-            if cache.len() > 4096 {
-                cache.retain(|_, (at, r)| at.elapsed() < ttl(r));
-            }
-            for (image, r) in looked {
-                cache.insert(key(&image), (Instant::now(), r.clone()));
-                known.insert(image, r);
-            }
+        let opts = RegistryOpts {
+            pull_secrets: secrets.clone(),
+            ..self.reviewer.registry.clone()
+        };
+        let looked = self
+            .runtime
+            .block_on(lookup_all(&[image.to_string()], &opts));
+        let r = looked
+            .into_values()
+            .next()
+            .unwrap_or_else(|| Err(Unresolved("not looked up".into())));
+        let mut cache = self.reviewer.lookups.lock().expect("poisoned");
+        if cache.len() > 4096 {
+            cache.retain(|_, (at, r)| at.elapsed() < ttl(r));
         }
-        Looked(known)
+        cache.insert(key, (Instant::now(), r.clone()));
+        r
     }
 }
 
@@ -271,12 +419,12 @@ impl Reviewer {
 async fn read_pull_secrets(
     client: &kube::Client,
     namespace: &str,
-    pod: &Value,
+    pull_secrets: &Value,
 ) -> Vec<(String, String)> {
     let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
         kube::Api::namespaced(client.clone(), namespace);
     let mut found = vec![];
-    for name in pod["spec"]["imagePullSecrets"]
+    for name in pull_secrets
         .as_array()
         .into_iter()
         .flatten()

@@ -1,0 +1,197 @@
+//! What one review may cost: the body's size and how long it may take to arrive, how many
+//! JSON values it may hold, how many containers its Pod may have, how large the answer may
+//! be, and how many reviews are worked on at once. A review over a limit is answered (an
+//! HTTP error for a body that is not a review, else the Pod admitted unchanged with a
+//! warning that names the limit): the webhook's memory stays bounded whatever arrives.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+
+/// The API server sends at most about 3 MiB (its request limit); more is not from it.
+pub const MAX_REVIEW_BYTES: usize = 3 << 20;
+/// The body must have arrived this long after the request head.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// JSON values (objects, lists, scalars) in one review. A real Pod has a few thousand; a
+/// body of 3 MiB of `[0,0,...]` has 1.5 million, 48 MB once parsed, and more in copies.
+pub const MAX_JSON_VALUES: usize = 100_000;
+/// Reviews worked on at once (parsed, injected, answered); others wait their turn. One
+/// review at the body and value limits peaks at about 50 MB (the tree and the copy the
+/// injection works on; BENCHMARKS.md), so two stay well under the chart's 256Mi.
+pub const CONCURRENT_REVIEWS: usize = 2;
+
+/// Why a body is not read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BodyRefused {
+    TooLarge,
+    TooSlow,
+    Broken,
+    TooManyValues(usize),
+}
+
+impl BodyRefused {
+    /// The HTTP answer (the API server applies the webhook's failurePolicy to it).
+    pub fn answer(&self) -> (StatusCode, String) {
+        match self {
+            BodyRefused::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the review is larger than {MAX_REVIEW_BYTES} bytes (the API server's own limit)\n"
+                ),
+            ),
+            BodyRefused::TooSlow => (
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the review's body did not arrive within {}s\n",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            ),
+            BodyRefused::Broken => (
+                StatusCode::BAD_REQUEST,
+                "the review's body could not be read\n".into(),
+            ),
+            BodyRefused::TooManyValues(n) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the review holds more than {MAX_JSON_VALUES} JSON values ({n} counted)\n"),
+            ),
+        }
+    }
+}
+
+/// The body, read within [`BODY_TIMEOUT`], at most [`MAX_REVIEW_BYTES`] (refused at once
+/// when its Content-Length says more), and with at most [`MAX_JSON_VALUES`] values.
+pub async fn read_body(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, BodyRefused> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_REVIEW_BYTES as u64) {
+        return Err(BodyRefused::TooLarge);
+    }
+    let bytes = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        axum::body::to_bytes(body, MAX_REVIEW_BYTES),
+    )
+    .await
+    {
+        Err(_) => return Err(BodyRefused::TooSlow),
+        Ok(Err(e)) if is_length_limit(&e) => return Err(BodyRefused::TooLarge),
+        Ok(Err(_)) => return Err(BodyRefused::Broken),
+        Ok(Ok(b)) => b,
+    };
+    match json_values(&bytes) {
+        n if n > MAX_JSON_VALUES => Err(BodyRefused::TooManyValues(n)),
+        _ => Ok(bytes),
+    }
+}
+
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// About how many values the JSON text holds, counted without parsing it: one more than the
+/// separators (`,` `:`) and openings (`[` `{`) outside strings. An upper bound of what
+/// parsing would allocate, in one pass and no memory.
+pub fn json_values(text: &[u8]) -> usize {
+    let (mut n, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in text {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' | b':' | b'[' | b'{' => n += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
+/// Containers of all kinds a Pod may have for the webhook to inject it.
+pub const MAX_CONTAINERS: usize = 64;
+/// The largest patch the webhook answers with (a pod at [`MAX_CONTAINERS`] takes about
+/// a quarter of it with `wrap`); above it the Pod is admitted unchanged.
+pub const MAX_PATCH_BYTES: usize = 1 << 20;
+
+/// The longest container name of a valid Pod (a DNS label); the API server refuses longer
+/// ones, so a longer one is a forged review (and `wrap`'s dependency lists repeat names).
+const MAX_NAME: usize = 63;
+
+/// Why a Pod is not injected although it asks to be: a limit, in the words of the warning.
+pub fn beyond_limits(pod: &serde_json::Value) -> Option<String> {
+    let lists = ["containers", "initContainers", "ephemeralContainers"];
+    let all = || {
+        lists
+            .iter()
+            .flat_map(|k| pod["spec"][*k].as_array().into_iter().flatten())
+    };
+    let n = all().count();
+    if n > MAX_CONTAINERS {
+        return Some(format!(
+            "the pod has {n} containers, more than the webhook injects ({MAX_CONTAINERS})"
+        ));
+    }
+    all()
+        .filter_map(|c| c["name"].as_str())
+        .find(|name| name.len() > MAX_NAME)
+        .map(|_| format!("a container name is longer than {MAX_NAME} characters: not a valid Pod"))
+}
+
+pub fn patch_too_large(bytes: usize) -> Option<String> {
+    (bytes > MAX_PATCH_BYTES).then(|| {
+        format!("the injection would be a patch of {bytes} bytes, more than the webhook answers with ({MAX_PATCH_BYTES})")
+    })
+}
+
+/// Text from a review, fit for an Event's note: control characters escaped (no forged
+/// lines), at most `max` bytes (cut on a character boundary, marked with `...`).
+pub fn escaped(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for c in text.chars() {
+        let piece: String = if c.is_control() {
+            c.escape_default().collect()
+        } else {
+            c.to_string()
+        };
+        if out.len() + piece.len() > max.saturating_sub(3) {
+            out.push_str("...");
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_counted_outside_strings() {
+        assert_eq!(json_values(b"5"), 1);
+        assert_eq!(json_values(b"[0,0,0]"), 4);
+        assert_eq!(json_values(br#"{"a":"x,y:[{","b":[1]}"#), 6);
+        assert_eq!(json_values(br#"["\"," ,1]"#), 3);
+    }
+
+    #[test]
+    fn notes_escape_control_characters_and_are_bounded() {
+        assert_eq!(escaped("a\nb\u{1b}[31m", 100), "a\\nb\\u{1b}[31m");
+        let long = escaped(&"é".repeat(1000), 64);
+        assert!(long.len() <= 64 && long.ends_with("..."), "{long}");
+    }
+}

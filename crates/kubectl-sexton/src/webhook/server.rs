@@ -1,0 +1,210 @@
+//! The webhook's TLS port under hostile clients: a bounded number of connections, and of
+//! connections per client address (more are closed at once, so that one client cannot take
+//! every slot); a TLS handshake within 10 s; a connection with no review in flight for
+//! [`IDLE`] is closed (gracefully: a GOAWAY for HTTP/2), which bounds idle TLS, slow request
+//! heads and keep-alive alike and frees the slot; the body's own deadline and size are the
+//! handler's (`limits.rs`). While every slot is taken the port accepts nothing, and
+//! `/readyz` says so.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::{Next, from_fn};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tracing::debug;
+
+use crate::shared::http::{Health, ListenError, accept};
+
+/// A client has this long to complete its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// ... and to send a request head.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection with no request in flight for this long is closed.
+pub const IDLE: Duration = Duration::from_secs(10);
+/// Requests in flight on one HTTP/2 connection.
+const STREAMS: u32 = 32;
+
+/// How many connections are served.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// In all; more wait to be accepted.
+    pub total: usize,
+    /// From one client address; more are closed at once.
+    pub per_client: usize,
+}
+
+/// Binds `addr` now and serves `router` over TLS (HTTP/1.1 with keep-alive, or HTTP/2 as
+/// the API server negotiates it) in the background; `tls` picks the certificate per
+/// handshake, so a reloaded one is used from the next connection on.
+pub async fn serve_tls(
+    addr: SocketAddr,
+    router: Router,
+    tls: Arc<rustls::ServerConfig>,
+    limits: ConnectionLimits,
+    health: Arc<Health>,
+    flag: &'static str,
+) -> Result<SocketAddr, ListenError> {
+    let error = |source| ListenError { flag, addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(error)?;
+    let bound = listener.local_addr().map_err(error)?;
+    tokio::spawn(accept_loop(listener, router, tls, limits, health));
+    Ok(bound)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    router: Router,
+    tls: Arc<rustls::ServerConfig>,
+    limits: ConnectionLimits,
+    health: Arc<Health>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let slots = Arc::new(Semaphore::new(limits.total));
+    let clients = Arc::new(Clients::default());
+    loop {
+        let Some(slot) = free_slot(&slots, &health).await else {
+            return;
+        };
+        let (conn, peer) = accept(&listener).await;
+        let Some(client) = clients.enter(peer.ip(), limits.per_client) else {
+            debug!(%peer, "closed: {} connections from this address already", limits.per_client);
+            continue;
+        };
+        let (acceptor, router) = (acceptor.clone(), router.clone());
+        tokio::spawn(async move {
+            serve_one(conn, acceptor, router).await;
+            drop((slot, client));
+        });
+    }
+}
+
+/// A connection slot; while there is none, the port is jammed (not ready).
+async fn free_slot(slots: &Arc<Semaphore>, health: &Health) -> Option<OwnedSemaphorePermit> {
+    if let Ok(slot) = slots.clone().try_acquire_owned() {
+        return Some(slot);
+    }
+    health.jammed.store(true, Ordering::Relaxed);
+    let slot = slots.clone().acquire_owned().await.ok();
+    health.jammed.store(false, Ordering::Relaxed);
+    slot
+}
+
+/// Connections per client address.
+#[derive(Default)]
+struct Clients(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection of a client; leaves when dropped.
+struct Entered {
+    clients: Arc<Clients>,
+    ip: IpAddr,
+}
+
+impl Clients {
+    fn enter(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<Entered> {
+        let mut map = self.0.lock().expect("poisoned");
+        let n = map.entry(ip).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(Entered {
+            clients: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let mut map = self.clients.0.lock().expect("poisoned");
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The handshake, then requests until the client closes or the connection is idle.
+async fn serve_one(conn: TcpStream, acceptor: tokio_rustls::TlsAcceptor, router: Router) {
+    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(conn)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return debug!("TLS handshake failed: {e}"),
+        Err(_) => return debug!("TLS handshake timed out"),
+    };
+    let (in_flight, watch_in_flight) = watch::channel(0usize);
+    let in_flight = Arc::new(in_flight);
+    let counted = router.layer(from_fn(move |req: Request, next: Next| {
+        let busy = Busy::start(in_flight.clone());
+        async move {
+            let response = next.run(req).await;
+            drop(busy);
+            response
+        }
+    }));
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(STREAMS)
+        .keep_alive_interval(Some(Duration::from_secs(30)));
+    let served = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(counted));
+    tokio::pin!(served);
+    tokio::select! {
+        r = served.as_mut() => if let Err(e) = r { debug!("connection ended: {e}") },
+        () = idle(watch_in_flight) => {
+            served.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(1), served).await;
+            debug!("idle connection closed");
+        }
+    }
+}
+
+/// A request in flight on the connection.
+struct Busy(Arc<watch::Sender<usize>>);
+
+impl Busy {
+    fn start(count: Arc<watch::Sender<usize>>) -> Busy {
+        count.send_modify(|n| *n += 1);
+        Busy(count)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+/// Resolves once no request has been in flight for [`IDLE`].
+async fn idle(mut in_flight: watch::Receiver<usize>) {
+    loop {
+        let busy = *in_flight.borrow_and_update() > 0;
+        let changed = in_flight.changed();
+        match busy {
+            false => {
+                if tokio::time::timeout(IDLE, changed).await.is_err() {
+                    return;
+                }
+            }
+            true => {
+                if changed.await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+}

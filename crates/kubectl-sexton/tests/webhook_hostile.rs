@@ -1,0 +1,609 @@
+//! The webhook's port under hostile clients (issue 29, findings 3-5), with the inputs of the
+//! review: the real `kubectl-sexton webhook` as a process, with certificate files, spoken to
+//! over real TLS on loopback by a client that is not the API server (forged reviews, slow
+//! and idle connections, oversize bodies); the Events it writes read back from the test API
+//! server (scripts/testenv.sh). Other loopback addresses (127.0.0.2, ...) play other clients.
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use testbed::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
+/// Longer than every deadline of the webhook (10 s), shorter than the old behaviour (76 s+).
+const PATIENCE: Duration = Duration::from_secs(25);
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn openssl(args: &[&str]) -> Output {
+    let out = Command::new("openssl").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        text(&out.stderr)
+    );
+    out
+}
+
+/// A CA in `s` (`NAME.crt`, `NAME.key`), and a certificate it signs: for `127.0.0.1` (a
+/// server) or a client.
+fn ca(s: &Scratch, name: &str) -> (String, String) {
+    let (crt, key) = (
+        s.path(&format!("{name}.crt")),
+        s.path(&format!("{name}.key")),
+    );
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        &format!("/CN={name}"),
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        crt.to_str().unwrap(),
+    ]);
+    (crt.to_str().unwrap().into(), key.to_str().unwrap().into())
+}
+
+fn signed(s: &Scratch, by: &(String, String), name: &str, server: bool) -> (String, String) {
+    let p = |ext: &str| {
+        s.path(&format!("{name}.{ext}"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        &format!("/CN={name}"),
+        "-keyout",
+        &p("key"),
+        "-out",
+        &p("csr"),
+    ]);
+    let ext = match server {
+        true => "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        false => "extendedKeyUsage=clientAuth\n",
+    };
+    std::fs::write(p("ext"), ext).unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &p("csr"),
+        "-CA",
+        &by.0,
+        "-CAkey",
+        &by.1,
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &p("ext"),
+        "-out",
+        &p("crt"),
+    ]);
+    (p("crt"), p("key"))
+}
+
+/// A webhook of its own with certificate files (and `args`); its TLS port and health port.
+struct Lone {
+    process: Process,
+    port: u16,
+    health: u16,
+    ca: String,
+    _scratch: Scratch,
+}
+
+fn lone(name: &str, args: &[&str]) -> Lone {
+    let s = Scratch::new(name);
+    let authority = ca(&s, "ca");
+    let (crt, key) = signed(&s, &authority, "server", true);
+    let (port, health) = (free_port(), free_port());
+    let mut cmd = Command::new(KUBECTL_SEXTON);
+    cmd.args(["webhook", "--listen", &format!("127.0.0.1:{port}")])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            &format!("127.0.0.1:{health}"),
+        ])
+        .args(["--tls-cert-file", &crt, "--tls-key-file", &key])
+        .args([
+            "--kubernetes-version",
+            "1.34",
+            "--log-format",
+            "json",
+            "--log-level",
+            "debug",
+        ])
+        .args(["--sexton-image", "sexton:test", "--kubeconfig"])
+        .arg(&testenv().kubeconfig)
+        .args(args);
+    let process = s.spawn_host("webhook", cmd);
+    process.wait_log("serving the webhook");
+    Lone {
+        process,
+        port,
+        health,
+        ca: authority.0,
+        _scratch: s,
+    }
+}
+
+fn pem_certs(path: &str) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_file_iter(path)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A TLS client that trusts `ca`, with the client certificate `cert` if given.
+fn connector(ca: &str, cert: Option<(String, String)>) -> TlsConnector {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in pem_certs(ca) {
+        roots.add(c).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match cert {
+        None => builder.with_no_client_auth(),
+        Some((crt, key)) => builder
+            .with_client_auth_cert(
+                pem_certs(&crt),
+                rustls::pki_types::PrivateKeyDer::from_pem_file(key).unwrap(),
+            )
+            .unwrap(),
+    };
+    TlsConnector::from(Arc::new(config))
+}
+
+/// A TLS connection to the webhook from loopback address `from`.
+async fn connect(
+    w: &Lone,
+    from: [u8; 4],
+    tls: &TlsConnector,
+) -> std::io::Result<TlsStream<tokio::net::TcpStream>> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(IpAddr::from(from), 0))?;
+    let tcp = socket
+        .connect(SocketAddr::from(([127, 0, 0, 1], w.port)))
+        .await?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    tokio::time::timeout(PATIENCE, tls.connect(name, tcp)).await?
+}
+
+/// Reads until the server closes; `None` if it does not within PATIENCE.
+async fn until_closed(stream: &mut TlsStream<tokio::net::TcpStream>) -> Option<String> {
+    let mut got = vec![];
+    match tokio::time::timeout(PATIENCE, stream.read_to_end(&mut got)).await {
+        Ok(_) => Some(text(&got)),
+        Err(_) => None,
+    }
+}
+
+/// POSTs `body` to `path` (HTTP/1.1, one request); the status and body of the answer.
+async fn post(w: &Lone, path: &str, body: &[u8]) -> (u16, String) {
+    let mut s = connect(w, [127, 0, 0, 1], &connector(&w.ca, None))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let _ = s.write_all(body).await;
+    let answer = until_closed(&mut s)
+        .await
+        .expect("no answer within PATIENCE");
+    let status = answer.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn review(namespace: &str, pod: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b6bd2d2-3b1b-4a0c-9a43-2f0c1d8e0f00",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "mallory"},
+            "object": pod,
+            "dryRun": false,
+        }
+    })
+}
+
+/// The answer's `response`, from a 200.
+fn response(answer: &(u16, String)) -> Value {
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    let v: Value = serde_json::from_str(&answer.1).unwrap();
+    v["response"].clone()
+}
+
+#[tokio::test]
+async fn a_container_that_is_not_an_object_is_refused_and_the_webhook_lives() {
+    let w = lone("hostile-scalar", &[]);
+    for bad in [json!(5), json!("proxy")] {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "annotations": {"sexton.dev/inject": "wrap", "sexton.dev/sidecars": "proxy"}},
+            "spec": {"containers": [bad, {"name": "proxy", "image": "proxy:1", "command": ["proxy"]}]},
+        });
+        let answer = post(
+            &w,
+            "/mutate/annotated",
+            review("default", pod).to_string().as_bytes(),
+        )
+        .await;
+        let r = response(&answer);
+        assert_eq!(r["allowed"], true, "{r}");
+        assert!(r["patch"].is_null(), "{r}");
+        assert!(
+            r["warnings"]
+                .to_string()
+                .contains("spec.containers has an entry that is not an object"),
+            "{r}"
+        );
+    }
+}
+
+/// Job `name` in `ns` (suspended: it makes no Pods); its UID.
+fn job(ns: &str, name: &str) -> String {
+    let manifest = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "app:1"}]}}},
+    });
+    let s = Scratch::new("hostile-job");
+    let f = s.path("job.json");
+    std::fs::write(&f, manifest.to_string()).unwrap();
+    let out = kubectl(&[
+        "create",
+        "-f",
+        f.to_str().unwrap(),
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// A Pod the webhook refuses (an unknown strategy), owned by `kind/name` with `uid`.
+fn refused_pod(name: &str, kind: &str, api_version: &str, owner: &str, uid: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "generateName": name,
+            "annotations": {"sexton.dev/inject": "bogus"},
+            "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": owner, "uid": uid, "controller": true}],
+        },
+        "spec": {"containers": [{"name": "main", "image": "app:1", "command": ["run"]}]},
+    })
+}
+
+fn events(ns: &str) -> Vec<Value> {
+    let out = kubectl(&["get", "events.events.k8s.io", "-n", ns, "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn events_are_only_about_owners_that_exist_and_never_echo_raw_input() {
+    let w = lone("hostile-events", &[]);
+    let ns = format!("it-hostile-events-{}", std::process::id());
+    let out = kubectl(&["create", "namespace", &ns]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // the review's forgery: a Warning about DaemonSet kube-proxy in kube-system (the Pod
+    // named for this run: kube-system outlives it)
+    let evil = format!("evil-{}-", std::process::id());
+    let forged = refused_pod(
+        &evil,
+        "DaemonSet",
+        "apps/v1",
+        "kube-proxy",
+        "6a1f8c3e-0000-4000-8000-000000000001",
+    );
+    let r = response(
+        &post(
+            &w,
+            "/mutate",
+            review("kube-system", forged).to_string().as_bytes(),
+        )
+        .await,
+    );
+    assert_eq!(r["allowed"], true, "{r}");
+    // a Job that exists, but not with the UID the review names
+    let uid = job(&ns, "real");
+    let wrong = refused_pod(
+        "wrong-",
+        "Job",
+        "batch/v1",
+        "real",
+        "6a1f8c3e-0000-4000-8000-000000000002",
+    );
+    response(&post(&w, "/mutate", review(&ns, wrong).to_string().as_bytes()).await);
+    // the control: the Job with its UID gets the Event (written before the answer), its
+    // text escaped although the (forged) name has a line break and a terminal escape
+    let real = refused_pod("line\n\u{1b}[31mfake-", "Job", "batch/v1", "real", &uid);
+    response(&post(&w, "/mutate", review(&ns, real).to_string().as_bytes()).await);
+    let ours: Vec<Value> = events(&ns)
+        .into_iter()
+        .filter(|e| e["reason"] == "InjectRefused")
+        .collect();
+    assert_eq!(ours.len(), 1, "{ours:?}\n{}", w.process.logs());
+    assert_eq!(ours[0]["regarding"]["uid"], uid.as_str(), "{:?}", ours[0]);
+    let note = ours[0]["note"].as_str().unwrap();
+    assert!(!note.contains('\n') && !note.contains('\u{1b}'), "{note:?}");
+    assert!(note.contains("line\\n\\u{1b}[31mfake-"), "{note:?}");
+    let system: Vec<Value> = events("kube-system")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == "kube-proxy")
+        .filter(|e| e["note"].as_str().is_some_and(|n| n.contains(&evil)))
+        .collect();
+    assert!(system.is_empty(), "{system:?}");
+    kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[tokio::test]
+async fn a_body_over_3_mib_is_refused_before_it_is_read() {
+    let w = lone("hostile-oversize", &[]);
+    // the review's 8 MiB of `[0,0,...]`, and just over the API server's own limit
+    for len in [8 << 20, (3 << 20) + 1] {
+        let started = Instant::now();
+        let mut body = vec![b'['];
+        body.extend(std::iter::repeat_n(b"0,".as_slice(), (len - 2) / 2).flatten());
+        body.truncate(len - 2);
+        body.extend(b"0]");
+        let (status, why) = post(&w, "/mutate", &body).await;
+        assert_eq!(status, 413, "{why}");
+        assert!(why.contains("larger than 3145728 bytes"), "{why}");
+        assert!(started.elapsed() < PATIENCE);
+    }
+    // within the size, but 1.5 million values: refused before it is parsed
+    let mut body = vec![b'['];
+    body.extend(std::iter::repeat_n(b"0,".as_slice(), 1_500_000).flatten());
+    body.extend(b"0]");
+    let (status, why) = post(&w, "/mutate", &body).await;
+    assert_eq!(status, 413, "{why}");
+    assert!(why.contains("more than 100000 JSON values"), "{why}");
+    assert!(w.process.logs().contains("serving the webhook"));
+}
+
+#[tokio::test]
+async fn a_slow_body_and_an_idle_connection_are_closed() {
+    let w = lone("hostile-slow", &[]);
+    let tls = connector(&w.ca, None);
+    // headers and one byte of body, then nothing
+    let mut slow = connect(&w, [127, 0, 0, 1], &tls).await.unwrap();
+    slow.write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        .await
+        .unwrap();
+    // TLS, then nothing at all
+    let mut idle = connect(&w, [127, 0, 0, 1], &tls).await.unwrap();
+    // half a request head
+    let mut head = connect(&w, [127, 0, 0, 1], &tls).await.unwrap();
+    head.write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let answer = until_closed(&mut slow)
+        .await
+        .expect("a slow body kept its connection");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        until_closed(&mut idle).await.is_some(),
+        "an idle TLS connection was kept"
+    );
+    assert!(
+        until_closed(&mut head).await.is_some(),
+        "a slow request head was kept"
+    );
+}
+
+async fn ready(w: &Lone) -> u16 {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", w.health))
+        .await
+        .unwrap();
+    s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = String::new();
+    s.read_to_string(&mut got).await.unwrap();
+    got.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// Whether `/readyz` answers `code` within PATIENCE.
+async fn readiness_becomes(w: &Lone, code: u16) -> bool {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        if ready(w).await == code {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn connections_are_bounded_per_client_and_readiness_follows_the_port() {
+    let w = lone(
+        "hostile-conns",
+        &[
+            "--max-connections",
+            "4",
+            "--max-connections-per-client",
+            "2",
+        ],
+    );
+    let tls = connector(&w.ca, None);
+    assert_eq!(ready(&w).await, 200);
+    let mut held = vec![];
+    for _ in 0..2 {
+        held.push(connect(&w, [127, 0, 0, 2], &tls).await.unwrap());
+    }
+    // a third from the same address is closed at once, without a handshake
+    assert!(
+        connect(&w, [127, 0, 0, 2], &tls).await.is_err(),
+        "a third connection from one address was served"
+    );
+    // another address still gets in; with every slot taken the port is not ready
+    for _ in 0..2 {
+        held.push(connect(&w, [127, 0, 0, 3], &tls).await.unwrap());
+    }
+    assert!(
+        readiness_becomes(&w, 503).await,
+        "/readyz stayed 200 with every connection slot taken"
+    );
+    // the idle deadline frees the slots: ready again, and a review is answered
+    assert!(
+        readiness_becomes(&w, 200).await,
+        "the slots were never freed"
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "app:1"}]}});
+    let r = response(
+        &post(
+            &w,
+            "/mutate/annotated",
+            review("default", pod).to_string().as_bytes(),
+        )
+        .await,
+    );
+    assert_eq!(r["allowed"], true);
+    drop(held);
+}
+
+/// The review's pod: 1 000 mains and 1 000 sidecars, wrap, through `/mutate/annotated`.
+fn crowded_pod(mains: usize, sidecars: usize) -> Value {
+    let c = |role: &str, i: usize| json!({"name": format!("{role}-{i}"), "image": "app:1", "command": ["run"]});
+    let mut containers: Vec<Value> = (0..mains).map(|i| c("main", i)).collect();
+    containers.extend((0..sidecars).map(|i| c("sidecar", i)));
+    let names: Vec<String> = (0..sidecars).map(|i| format!("sidecar-{i}")).collect();
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "crowded", "annotations": {"sexton.dev/inject": "wrap", "sexton.dev/sidecars": names.join(",")}},
+        "spec": {"restartPolicy": "Never", "containers": containers},
+    })
+}
+
+#[tokio::test]
+async fn a_pod_over_the_container_limit_is_admitted_unchanged_with_a_warning() {
+    let w = lone("hostile-crowded", &[]);
+    let started = Instant::now();
+    let r = response(
+        &post(
+            &w,
+            "/mutate/annotated",
+            review("default", crowded_pod(1000, 1000))
+                .to_string()
+                .as_bytes(),
+        )
+        .await,
+    );
+    assert_eq!(r["allowed"], true, "{r}");
+    assert!(r["patch"].is_null(), "{r}");
+    let warned = r["warnings"].to_string();
+    assert!(
+        warned.contains("the pod has 2000 containers, more than the webhook injects (64)"),
+        "{warned}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // at the limit it is injected
+    let r = response(
+        &post(
+            &w,
+            "/mutate/annotated",
+            review("default", crowded_pod(32, 32))
+                .to_string()
+                .as_bytes(),
+        )
+        .await,
+    );
+    assert!(!r["patch"].is_null(), "{r}");
+}
+
+#[tokio::test]
+async fn with_a_client_ca_only_clients_it_signed_are_served() {
+    let s = Scratch::new("hostile-client-ca");
+    let clients = ca(&s, "clients");
+    let apiserver = signed(&s, &clients, "apiserver", false);
+    let stranger_ca = ca(&s, "stranger-ca");
+    let stranger = signed(&s, &stranger_ca, "stranger", false);
+    let w = lone(
+        "hostile-client-ca-webhook",
+        &["--client-ca-file", &clients.0],
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "app:1"}]}});
+    let body = review("default", pod).to_string();
+    for (who, cert) in [("no certificate", None), ("another CA's", Some(stranger))] {
+        let refused = async {
+            let mut s = connect(&w, [127, 0, 0, 1], &connector(&w.ca, cert)).await?;
+            // (TLS 1.3: the server's verdict on the client arrives with the first read)
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await?;
+            let mut b = [0u8; 1];
+            match s.read(&mut b).await? {
+                0 => Err(std::io::Error::other("closed")),
+                _ => Ok(()),
+            }
+        };
+        assert!(refused.await.is_err(), "a client with {who} was served");
+    }
+    let mut s = connect(&w, [127, 0, 0, 1], &connector(&w.ca, Some(apiserver)))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /mutate/annotated HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body.as_bytes()).await.unwrap();
+    let answer = until_closed(&mut s).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
