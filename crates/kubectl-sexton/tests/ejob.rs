@@ -864,3 +864,109 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
         }
     }
 }
+
+/// `spec.replicas` of the CRD, where a JSON patch can take its maximum away.
+const REPLICAS_MAX: &str =
+    "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/replicas/maximum";
+
+/// Puts the CRD back as deployed when dropped (also when the test fails), taking back the
+/// fields the patch took (else the next `apply --server-side` of it conflicts).
+struct RestoreMaximum;
+
+impl Drop for RestoreMaximum {
+    fn drop(&mut self) {
+        let crd = format!("{}/deploy/crd-ephemeraljob.yaml", root());
+        let out = kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &crd]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// One job the controller cannot read (`replicas` beyond int32, stored before the CRD had
+/// its maximum, as after an upgrade) stops nothing: a controller started with it in the
+/// list reconciles the other jobs, is ready, and logs and counts the bad one once. And the
+/// CRD now refuses such a value.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_one_undecodable_job_does_not_stop_the_controller() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-undecodable").await;
+    let huge = json!({"replicas": 99999999999_i64});
+    let e = create_ejob(&client, &ns, "huge", huge.clone())
+        .await
+        .expect_err("the CRD took replicas beyond int32");
+    assert!(e.to_string().contains("spec.replicas"), "{e}");
+    {
+        let relax = json!([{"op": "remove", "path": REPLICAS_MAX}]).to_string();
+        let out = kubectl(&[
+            "patch",
+            "crd",
+            "ephemeraljobs.sexton.dev",
+            "--type=json",
+            "-p",
+            &relax,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _restore = RestoreMaximum;
+        // (the API server takes the new schema a moment later)
+        let end = Instant::now() + LONG;
+        while create_ejob(&client, &ns, "huge", huge.clone())
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < end, "the relaxed CRD never took the job");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    web_pods(&client, &ns, 1).await;
+    create_ejob(&client, &ns, "good", json!({})).await.unwrap();
+    let ctl = ejob_controller(&scratch, "controller", &ns);
+    wait_ejob(&client, &ns, "good", "injected", |s| s["waiting"] == 1).await;
+    assert_eq!(ctl.get(&ctl.health, "/readyz").0, 200);
+    let bad = format!("{ns}/huge");
+    let l = ctl.wait_line(|l| l["fields"]["object"] == bad.as_str());
+    assert_eq!(l["fields"]["field"], "spec.replicas", "{l}");
+    assert!(msg(&l).contains("i32"), "{l}");
+    // touched, it is still skipped (logged again for its new version), and the good job
+    // is still served
+    let touched = ejob_api(&client, &ns)
+        .patch(
+            "huge",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    let rv = touched.metadata.resource_version.unwrap();
+    ctl.wait_line(|l| {
+        l["fields"]["object"] == bad.as_str() && l["fields"]["resource_version"] == rv.as_str()
+    });
+    set_probe(&client, &ns, "web-0", "0").await;
+    wait_ejob(&client, &ns, "good", "Succeeded", |s| {
+        phase(s) == "Succeeded"
+    })
+    .await;
+    let logged = ctl
+        .lines()
+        .iter()
+        .filter(|l| l["fields"]["object"] == bad.as_str())
+        .count();
+    assert_eq!(logged, 2, "logged once per version");
+    let counted =
+        ctl.metrics()[r#"sexton_controller_undecodable_objects_total{watch="ephemeraljobs"}"#];
+    assert_eq!(counted, logged as f64);
+    assert!(
+        ejob_status(&client, &ns, "huge").await.is_null(),
+        "the undecodable job was given a status"
+    );
+    assert!(
+        !ctl.c.logs().contains("InitialListFailed") && !ctl.c.logs().contains("watching failed"),
+        "{}",
+        ctl.c.logs()
+    );
+}

@@ -6,6 +6,7 @@
 //! shared by both controllers. SIGTERM/SIGINT stop the controllers gracefully (in-flight
 //! reconciliations finish) and release the Lease so a standby takes over at once.
 
+mod decode;
 mod ejob;
 pub mod flags;
 mod metrics;
@@ -103,7 +104,7 @@ async fn run_controllers(
     let pod_watch = pods.run(
         parts.scoped(),
         pod_watch_config(runs(Which::EphemeralJob)),
-        parts.report("pods", "pods list and watch"),
+        parts.report("pods", "pods list and watch", ""),
         move |ev| {
             if let Some(seen) = &seen {
                 seen.saw(ev);
