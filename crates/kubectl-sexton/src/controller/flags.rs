@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum, value_parser};
 
+use super::ejob::policy::Policy;
 use crate::shared::kube_client::ServiceKubeFlags;
 use crate::shared::leader::LeaseOpts;
 use crate::shared::service::ServiceFlags;
@@ -59,6 +60,20 @@ pub struct Flags {
     /// Objects reconciled at once, per controller (each mostly waits for the API server: at 8, a swap and its Event took the slots long enough to queue swaps at 100 pods/s, BENCHMARKS.md "Controllers at scale")
     #[arg(long, env = "SEXTON_CONCURRENCY", default_value_t = 64, value_parser = value_parser!(u16).range(1..))]
     concurrency: u16,
+    /// EphemeralJob: image prefixes a template may use, comma-separated (`registry.example.com/debug/`); empty: any image
+    #[arg(
+        long,
+        env = "SEXTON_EJOB_ALLOWED_IMAGES",
+        value_delimiter = ',',
+        value_name = "PREFIX"
+    )]
+    ejob_allowed_images: Vec<String>,
+    /// EphemeralJob: let templates be privileged, add capabilities beyond Pod Security's baseline and mount the service-account token volume (refused by default)
+    #[arg(long, env = "SEXTON_EJOB_ALLOW_PRIVILEGED")]
+    ejob_allow_privileged: bool,
+    /// EphemeralJob: ephemeral containers a pod may hold at most (they stay until the pod is recreated); a pod that would hold more is a refused target
+    #[arg(long, env = "SEXTON_EJOB_MAX_CONTAINERS_PER_POD", default_value_t = 32, value_parser = value_parser!(u16).range(1..))]
+    ejob_max_containers_per_pod: u16,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -117,6 +132,7 @@ pub struct Opts {
     pub health_addr: SocketAddr,
     pub stuck_after: Duration,
     pub concurrency: u16,
+    pub ejob_policy: Policy,
     pub log_format: LogFormat,
     pub log_level: LogLevel,
 }
@@ -168,6 +184,16 @@ impl Flags {
             health_addr: self.serving.health_addr,
             stuck_after: self.stuck_after,
             concurrency: self.concurrency,
+            ejob_policy: Policy {
+                allowed_images: self
+                    .ejob_allowed_images
+                    .into_iter()
+                    .map(|p| p.trim().to_string())
+                    .filter(|p| !p.is_empty())
+                    .collect(),
+                allow_privileged: self.ejob_allow_privileged,
+                max_per_pod: self.ejob_max_containers_per_pod.into(),
+            },
             log_format: self.serving.log_format,
             log_level: self.serving.log_level,
         })

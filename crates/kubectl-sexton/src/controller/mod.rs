@@ -7,7 +7,7 @@
 //! reconciliations finish) and release the Lease so a standby takes over at once.
 
 mod decode;
-mod ejob;
+pub mod ejob;
 pub mod flags;
 mod metrics;
 mod parts;
@@ -99,7 +99,8 @@ async fn run_controllers(
     parts.health.pending.store(caches, Ordering::Relaxed);
     let terminator = runs(Which::SidecarTerminator)
         .then(|| terminator::sidecar_terminator(&parts, o.quick_exit_image.clone(), &mut pods));
-    let ejobs = runs(Which::EphemeralJob).then(|| ejob::ephemeral_jobs(&parts, &mut pods));
+    let ejobs = runs(Which::EphemeralJob)
+        .then(|| ejob::ephemeral_jobs(&parts, o.ejob_policy.clone(), &mut pods));
     let seen = terminator.as_ref().map(|t| t.seen.clone());
     let pod_watch = pods.run(
         parts.scoped(),

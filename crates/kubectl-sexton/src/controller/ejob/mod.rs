@@ -5,6 +5,7 @@
 //! woken by the changes of the shared pod feed that concern them.
 
 mod plan;
+pub mod policy;
 mod reconcile;
 
 use std::sync::Arc;
@@ -26,13 +27,14 @@ use crate::shared::pod::Pod;
 use reconcile::{CONTROLLER, Ctx, error_policy, jobs_of_pod, reconcile};
 
 /// The EphemeralJob controller: its own watch of jobs, woken by the pods they select.
-pub fn ephemeral_jobs(parts: &Parts, pods: &mut PodFeed) -> Run {
+pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed) -> Run {
     let ctx = Arc::new(Ctx::new(
         parts.client.clone(),
         parts.recorder.clone(),
         parts.metrics.clone(),
         pods.store.clone(),
         pods.filled.clone(),
+        policy,
     ));
     let report = parts.report(
         "ephemeraljobs",
