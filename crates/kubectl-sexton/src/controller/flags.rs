@@ -27,6 +27,14 @@ pub struct Flags {
     /// Image for sidecars that name none in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE: one whose entrypoint exits 0 whatever its arguments (sexton's `quick-exit` image). Without it such sidecars are refused with a Warning event
     #[arg(long, env = "SEXTON_QUICK_EXIT_IMAGE", value_name = "IMAGE")]
     quick_exit_image: Option<String>,
+    /// SidecarTerminator: images a sidecar may name in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE, as prefixes, comma-separated (`registry.example.com/quick/`); `*`: any. Default: none (a named image is refused with a Warning event; only --quick-exit-image is swapped to)
+    #[arg(
+        long,
+        env = "SEXTON_SIDECAR_ALLOWED_IMAGES",
+        value_delimiter = ',',
+        value_name = "PREFIX"
+    )]
+    sidecar_allowed_images: Vec<String>,
     /// Run only while holding a coordination.k8s.io Lease, so that several replicas can run safely
     #[arg(long, env = "SEXTON_LEADER_ELECT")]
     leader_elect: bool,
@@ -126,6 +134,8 @@ pub struct Opts {
     pub kube: ServiceKubeFlags,
     pub namespace: Option<String>,
     pub quick_exit_image: Option<String>,
+    /// None: any image; else the prefixes a sidecar's named image must have.
+    pub sidecar_allowed_images: Option<Vec<String>>,
     pub lease: Option<LeaseOpts>,
     pub identity: String,
     pub metrics_addr: SocketAddr,
@@ -172,6 +182,7 @@ impl Flags {
             kube: self.kube,
             namespace: non_empty(self.namespace),
             quick_exit_image: non_empty(self.quick_exit_image),
+            sidecar_allowed_images: prefixes(self.sidecar_allowed_images),
             lease: self.leader_elect.then(|| LeaseOpts {
                 namespace: non_empty(self.leader_elect_namespace),
                 name: non_empty(Some(self.leader_elect_name))
@@ -198,6 +209,16 @@ impl Flags {
             log_level: self.serving.log_level,
         })
     }
+}
+
+/// `--sidecar-allowed-images`: `*` allows any image (None), else the non-empty prefixes.
+fn prefixes(raw: Vec<String>) -> Option<Vec<String>> {
+    let list: Vec<String> = raw
+        .into_iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    (!list.iter().any(|p| p == "*")).then_some(list)
 }
 
 /// `hostname-PID`, unique enough among the replicas of one Deployment.

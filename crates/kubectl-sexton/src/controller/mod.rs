@@ -97,8 +97,14 @@ async fn run_controllers(
     // the pod cache, plus the EphemeralJob cache
     let caches = 1 + usize::from(runs(Which::EphemeralJob));
     parts.health.pending.store(caches, Ordering::Relaxed);
-    let terminator = runs(Which::SidecarTerminator)
-        .then(|| terminator::sidecar_terminator(&parts, o.quick_exit_image.clone(), &mut pods));
+    let terminator = runs(Which::SidecarTerminator).then(|| {
+        terminator::sidecar_terminator(
+            &parts,
+            o.quick_exit_image.clone(),
+            o.sidecar_allowed_images.clone(),
+            &mut pods,
+        )
+    });
     let ejobs = runs(Which::EphemeralJob)
         .then(|| ejob::ephemeral_jobs(&parts, o.ejob_policy.clone(), &mut pods));
     let seen = terminator.as_ref().map(|t| t.seen.clone());
