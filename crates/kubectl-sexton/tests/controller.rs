@@ -200,3 +200,130 @@ async fn deploy_manifests_apply_with_server_dry_run() {
         assert!(stdout.contains(kind), "{kind} missing: {stdout}");
     }
 }
+
+/// A leader that cannot list EphemeralJobs is not ready (its standby days made it ready);
+/// the log names the real cause (RBAC), and once the Role allows the list it is ready again.
+#[tokio::test(flavor = "current_thread")]
+async fn a_leader_that_cannot_list_is_not_ready_until_it_can() {
+    let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
+    let client = admin_client().await;
+    ejob_crd();
+    let ns = namespace(&client, "ctl-unready").await;
+    let sa = "lister";
+    Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": sa}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let role = |name: &str, rules: serde_json::Value| {
+        json!([
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name, "namespace": ns}, "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name, "namespace": ns},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]}
+        ])
+    };
+    apply_all(&role(
+        "pods-and-lease",
+        json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "patch", "update"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}
+        ]),
+    ));
+    let scratch = Scratch::new("ctl-unready");
+    let kc = service_account_kubeconfig(&ns, sa, &scratch.path("lister.kubeconfig"));
+    let ctl = Ctl::start(
+        &scratch,
+        "controller",
+        &kc,
+        &[
+            "--namespace",
+            &ns,
+            "--leader-elect",
+            "--leader-elect-namespace",
+            &ns,
+            "--controllers",
+            "ephemeraljob",
+        ],
+        &[],
+    );
+    ctl.wait_line(|l| msg(l).contains("acquired the lease"));
+    let l = ctl.wait_line(|l| {
+        msg(l).starts_with("watching failed") && l["fields"]["watch"] == "ephemeraljobs"
+    });
+    assert_eq!(l["fields"]["cause"], "forbidden", "{l}");
+    assert!(
+        msg(&l).contains("ephemeraljobs.sexton.dev list and watch") && !msg(&l).contains("CRD"),
+        "{l}"
+    );
+    assert_eq!(
+        ctl.get(&ctl.health, "/readyz").0,
+        503,
+        "a leader that cannot list is ready"
+    );
+    let m = ctl.metrics();
+    assert!(
+        m.get(r#"sexton_controller_watch_errors_total{watch="ephemeraljobs",cause="forbidden"}"#)
+            .is_some_and(|n| *n >= 1.0),
+        "{m:?}"
+    );
+
+    apply_all(&role(
+        "ejobs",
+        json!([{"apiGroups": ["sexton.dev"], "resources": ["ephemeraljobs"], "verbs": ["get", "list", "watch"]}]),
+    ));
+    // the watcher's back-off between list attempts grows to 30 s
+    let ready = wait_until(Duration::from_secs(90), || {
+        ctl.get(&ctl.health, "/readyz").0 == 200
+    });
+    assert!(
+        ready,
+        "not ready after the Role allowed the list:\n{}",
+        ctl.c.logs()
+    );
+}
+
+/// An API server that cannot be reached is reported as such, not as missing RBAC.
+#[tokio::test(flavor = "current_thread")]
+async fn an_unreachable_api_server_is_named_as_the_cause() {
+    let _scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new("ctl-unreachable");
+    // a port nothing listens on: bound, then closed
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kc = scratch.path("closed.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{port}', insecure-skip-tls-verify: true}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
+        ),
+    )
+    .unwrap();
+    let ctl = Ctl::start(&scratch, "controller", &kc, &["--namespace", "x"], &[]);
+    let l =
+        ctl.wait_line(|l| msg(l).starts_with("watching failed") && l["fields"]["watch"] == "pods");
+    assert_eq!(l["fields"]["cause"], "unreachable", "{l}");
+    assert!(!msg(&l).contains("RBAC"), "{l}");
+    assert_eq!(ctl.get(&ctl.health, "/readyz").0, 503);
+}
+
+/// `kubectl apply` of a list of objects as the admin.
+fn apply_all(objects: &serde_json::Value) {
+    for o in objects.as_array().unwrap() {
+        let mut cmd = Command::new("kubectl");
+        cmd.args(["apply", "-f", "-"])
+            .env("KUBECONFIG", testenv().kubeconfig.as_os_str());
+        let out = output_with_input(&mut cmd, o.to_string().as_bytes());
+        assert!(
+            out.status.success(),
+            "apply {o}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -225,6 +225,8 @@ async fn ejob_runs_a_batch_with_parallelism_respected_over_time() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+    // (the first batch's two patches are sent at once: either may land first)
+    order[..2].sort();
     assert_eq!(order, pods, "targets are taken in creation order");
     assert_eq!(max_active, 2, "parallelism was used");
     let s = wait_ejob(&client, &ns, "check", "Succeeded", |s| {
@@ -863,4 +865,217 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
             other => panic!("{field}: accepted: {other:?}"),
         }
     }
+}
+
+/// `spec.replicas` of the CRD, where a JSON patch can take its maximum away.
+const REPLICAS_MAX: &str =
+    "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/replicas/maximum";
+
+/// Puts the CRD back as deployed when dropped (also when the test fails), taking back the
+/// fields the patch took (else the next `apply --server-side` of it conflicts).
+struct RestoreMaximum;
+
+impl Drop for RestoreMaximum {
+    fn drop(&mut self) {
+        let crd = format!("{}/deploy/crd-ephemeraljob.yaml", root());
+        let out = kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &crd]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// One job the controller cannot read (`replicas` beyond int32, stored before the CRD had
+/// its maximum, as after an upgrade) stops nothing: a controller started with it in the
+/// list reconciles the other jobs, is ready, and logs and counts the bad one once. And the
+/// CRD now refuses such a value.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_one_undecodable_job_does_not_stop_the_controller() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-undecodable").await;
+    let huge = json!({"replicas": 99999999999_i64});
+    let e = create_ejob(&client, &ns, "huge", huge.clone())
+        .await
+        .expect_err("the CRD took replicas beyond int32");
+    assert!(e.to_string().contains("spec.replicas"), "{e}");
+    {
+        let relax = json!([{"op": "remove", "path": REPLICAS_MAX}]).to_string();
+        let out = kubectl(&[
+            "patch",
+            "crd",
+            "ephemeraljobs.sexton.dev",
+            "--type=json",
+            "-p",
+            &relax,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _restore = RestoreMaximum;
+        // (the API server takes the new schema a moment later)
+        let end = Instant::now() + LONG;
+        while create_ejob(&client, &ns, "huge", huge.clone())
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < end, "the relaxed CRD never took the job");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    web_pods(&client, &ns, 1).await;
+    create_ejob(&client, &ns, "good", json!({})).await.unwrap();
+    let ctl = ejob_controller(&scratch, "controller", &ns);
+    wait_ejob(&client, &ns, "good", "injected", |s| s["waiting"] == 1).await;
+    assert_eq!(ctl.get(&ctl.health, "/readyz").0, 200);
+    let bad = format!("{ns}/huge");
+    let l = ctl.wait_line(|l| l["fields"]["object"] == bad.as_str());
+    assert_eq!(l["fields"]["field"], "spec.replicas", "{l}");
+    assert!(msg(&l).contains("i32"), "{l}");
+    // touched, it is still skipped (logged again for its new version), and the good job
+    // is still served
+    let touched = ejob_api(&client, &ns)
+        .patch(
+            "huge",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    let rv = touched.metadata.resource_version.unwrap();
+    ctl.wait_line(|l| {
+        l["fields"]["object"] == bad.as_str() && l["fields"]["resource_version"] == rv.as_str()
+    });
+    set_probe(&client, &ns, "web-0", "0").await;
+    wait_ejob(&client, &ns, "good", "Succeeded", |s| {
+        phase(s) == "Succeeded"
+    })
+    .await;
+    let logged = ctl
+        .lines()
+        .iter()
+        .filter(|l| l["fields"]["object"] == bad.as_str())
+        .count();
+    assert_eq!(logged, 2, "logged once per version");
+    let counted =
+        ctl.metrics()[r#"sexton_controller_undecodable_objects_total{watch="ephemeraljobs"}"#];
+    assert_eq!(counted, logged as f64);
+    assert!(
+        ejob_status(&client, &ns, "huge").await.is_null(),
+        "the undecodable job was given a status"
+    );
+    assert!(
+        !ctl.c.logs().contains("InitialListFailed") && !ctl.c.logs().contains("watching failed"),
+        "{}",
+        ctl.c.logs()
+    );
+}
+
+fn ejob_controller_with(scratch: &Scratch, ns: &str, extra: &[&str]) -> Ctl {
+    let mut args = vec!["--namespace", ns, "--controllers", "ephemeraljob"];
+    args.extend_from_slice(extra);
+    Ctl::start(scratch, "controller", controller_kubeconfig(), &args, &[])
+}
+
+/// The issue's attack, by template: privileged, SYS_ADMIN, the pod's token volume, an image
+/// off the allow-list. Each job goes to Error (TemplateRefused, naming the field) and
+/// nothing is injected.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_the_template_policy_refuses_before_injecting() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-policy").await;
+    web_pods(&client, &ns, 1).await;
+    let _ctl = ejob_controller_with(&scratch, &ns, &["--ejob-allowed-images=busybox:"]);
+    let jobs = [
+        (
+            "priv",
+            json!({"securityContext": {"privileged": true}}),
+            "privileged",
+        ),
+        (
+            "caps",
+            json!({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}),
+            "SYS_ADMIN",
+        ),
+        (
+            "token",
+            json!({"volumeMounts": [{"name": "kube-api-access-abcde", "mountPath": "/t"}]}),
+            "token",
+        ),
+        (
+            "image",
+            json!({"image": "attacker.example/toolbox:1"}),
+            "not allowed",
+        ),
+    ];
+    for (name, extra, _) in &jobs {
+        let spec = json!({"template": {"ephemeralContainers": [probe(extra.clone())]}});
+        create_ejob(&client, &ns, name, spec).await.unwrap();
+    }
+    for (name, _, why) in &jobs {
+        let s = wait_ejob(&client, &ns, name, "Error", |s| phase(s) == "Error").await;
+        let c = &s["conditions"][0];
+        assert_eq!(c["reason"], "TemplateRefused", "{name}: {s}");
+        assert!(c["message"].as_str().unwrap().contains(why), "{name}: {s}");
+    }
+    assert_eq!(injected(&client, &ns).await["web-0"], 0);
+}
+
+/// A pod holds at most --ejob-max-containers-per-pod ephemeral containers: a job that would
+/// add more refuses that target (the job carries on, not in Error).
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_a_pod_at_the_cap_is_a_refused_target() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-cap").await;
+    web_pods(&client, &ns, 1).await;
+    let _ctl = ejob_controller_with(&scratch, &ns, &["--ejob-max-containers-per-pod=2"]);
+    let two = json!({"template": {"ephemeralContainers": [probe(json!({})), probe(json!({"name": "probe2"}))]}});
+    create_ejob(&client, &ns, "first", two).await.unwrap();
+    wait_ejob(&client, &ns, "first", "injected", |s| s["waiting"] == 1).await;
+    // (a pod event after the injection: the controller's cache holds both containers)
+    set_probe(&client, &ns, "web-0", "running").await;
+    wait_ejob(&client, &ns, "first", "running", |s| s["running"] == 1).await;
+    let one = json!({"template": {"ephemeralContainers": [probe(json!({"name": "later"}))]}});
+    create_ejob(&client, &ns, "second", one).await.unwrap();
+    let s = wait_ejob(&client, &ns, "second", "refused", |s| {
+        s["refusedCount"] == 1
+    })
+    .await;
+    let why = s["refused"][0]["message"].as_str().unwrap();
+    assert!(why.contains("--ejob-max-containers-per-pod"), "{s}");
+    assert_ne!(phase(&s), "Error", "{s}");
+    let pod = Api::<K8sPod>::namespaced(client.clone(), &ns)
+        .get("web-0")
+        .await
+        .unwrap();
+    assert_eq!(pod.spec.unwrap().ephemeral_containers.unwrap().len(), 2);
+}
+
+/// A Pod Security denial (403, like RBAC's) of a target is that target's failure with the
+/// denial's message, not the job's Error about the controller's ClusterRole.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_an_admission_denial_fails_that_target_alone() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-denied").await;
+    web_pods(&client, &ns, 2).await;
+    // (after the pods: they would not pass `restricted` either)
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})),
+        )
+        .await
+        .unwrap();
+    let _ctl = ejob_controller(&scratch, "controller", &ns);
+    create_ejob(&client, &ns, "check", json!({"parallelism": 2}))
+        .await
+        .unwrap();
+    let s = wait_ejob(&client, &ns, "check", "finished", |s| {
+        s["refusedCount"] == 2 && s["completionTime"].is_string()
+    })
+    .await;
+    assert_eq!(phase(&s), "Failed", "{s}");
+    let why = s["refused"][0]["message"].as_str().unwrap();
+    assert!(why.contains("PodSecurity"), "{s}");
+    assert!(!why.contains("ClusterRole"), "{s}");
 }

@@ -28,7 +28,13 @@ async fn restart_policy_by_main_state_by_sidecar_state_and_special_pods() {
         &scratch,
         "controller",
         controller_kubeconfig(),
-        &["--namespace", &ns, "--quick-exit-image", Q],
+        &[
+            "--namespace",
+            &ns,
+            "--quick-exit-image",
+            Q,
+            "--sidecar-allowed-images=example/",
+        ],
         &[],
     );
 
@@ -720,5 +726,54 @@ async fn stuck_pods_are_reported_and_teardowns_timed() {
     assert!(
         bad.status.code() == Some(2) && err.contains("--stuck-after"),
         "{err}"
+    );
+}
+
+/// A sidecar's own image is swapped to only when the admin allows it: by default the
+/// controller refuses (a Warning event naming the image and the flag) and changes nothing,
+/// so the pod's author cannot have the controller write an image of their choosing.
+#[tokio::test(flavor = "current_thread")]
+async fn a_named_image_off_the_allow_list_is_refused() {
+    let (_scope, client, ns, _scratch, _ctl) = terminator_scenario(
+        "ctl-named",
+        &["--sidecar-allowed-images=registry.example/quick/"],
+    )
+    .await;
+    for (name, image) in [
+        ("off", "attacker.example/toolbox:1"),
+        ("on", "registry.example/quick/exit:1"),
+    ] {
+        create_pod(
+            &client,
+            &ns,
+            name,
+            "Never",
+            vec![
+                container("main", &[], json!({})),
+                container("proxy", &[(MARK, "true"), (MARK_IMAGE, image)], json!({})),
+            ],
+            json!({}),
+        )
+        .await;
+        set_status(
+            &client,
+            &ns,
+            name,
+            "Running",
+            &[("main", "0"), ("proxy", "running")],
+        )
+        .await;
+    }
+    wait_image(&client, &ns, "on", "proxy", "registry.example/quick/exit:1").await;
+    let e = wait_event(&client, &ns, "off", "SwapRefusedImageNotAllowed").await;
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    let note = e.note.unwrap();
+    assert!(
+        note.contains("attacker.example/toolbox:1") && note.contains("--sidecar-allowed-images"),
+        "{note}"
+    );
+    assert_eq!(
+        image_of(&get_pod(&client, &ns, "off").await, "proxy"),
+        "example/proxy:1"
     );
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum, value_parser};
 
+use super::ejob::policy::Policy;
 use crate::shared::kube_client::ServiceKubeFlags;
 use crate::shared::leader::LeaseOpts;
 use crate::shared::service::ServiceFlags;
@@ -26,6 +27,14 @@ pub struct Flags {
     /// Image for sidecars that name none in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE: one whose entrypoint exits 0 whatever its arguments (sexton's `quick-exit` image). Without it such sidecars are refused with a Warning event
     #[arg(long, env = "SEXTON_QUICK_EXIT_IMAGE", value_name = "IMAGE")]
     quick_exit_image: Option<String>,
+    /// SidecarTerminator: images a sidecar may name in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE, as prefixes, comma-separated (`registry.example.com/quick/`); `*`: any. Default: none (a named image is refused with a Warning event; only --quick-exit-image is swapped to)
+    #[arg(
+        long,
+        env = "SEXTON_SIDECAR_ALLOWED_IMAGES",
+        value_delimiter = ',',
+        value_name = "PREFIX"
+    )]
+    sidecar_allowed_images: Vec<String>,
     /// Run only while holding a coordination.k8s.io Lease, so that several replicas can run safely
     #[arg(long, env = "SEXTON_LEADER_ELECT")]
     leader_elect: bool,
@@ -59,6 +68,20 @@ pub struct Flags {
     /// Objects reconciled at once, per controller (each mostly waits for the API server: at 8, a swap and its Event took the slots long enough to queue swaps at 100 pods/s, BENCHMARKS.md "Controllers at scale")
     #[arg(long, env = "SEXTON_CONCURRENCY", default_value_t = 64, value_parser = value_parser!(u16).range(1..))]
     concurrency: u16,
+    /// EphemeralJob: image prefixes a template may use, comma-separated (`registry.example.com/debug/`); empty: any image
+    #[arg(
+        long,
+        env = "SEXTON_EJOB_ALLOWED_IMAGES",
+        value_delimiter = ',',
+        value_name = "PREFIX"
+    )]
+    ejob_allowed_images: Vec<String>,
+    /// EphemeralJob: let templates be privileged, add capabilities beyond Pod Security's baseline and mount the service-account token volume (refused by default)
+    #[arg(long, env = "SEXTON_EJOB_ALLOW_PRIVILEGED")]
+    ejob_allow_privileged: bool,
+    /// EphemeralJob: ephemeral containers a pod may hold at most (they stay until the pod is recreated); a pod that would hold more is a refused target
+    #[arg(long, env = "SEXTON_EJOB_MAX_CONTAINERS_PER_POD", default_value_t = 32, value_parser = value_parser!(u16).range(1..))]
+    ejob_max_containers_per_pod: u16,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -111,12 +134,15 @@ pub struct Opts {
     pub kube: ServiceKubeFlags,
     pub namespace: Option<String>,
     pub quick_exit_image: Option<String>,
+    /// None: any image; else the prefixes a sidecar's named image must have.
+    pub sidecar_allowed_images: Option<Vec<String>>,
     pub lease: Option<LeaseOpts>,
     pub identity: String,
     pub metrics_addr: SocketAddr,
     pub health_addr: SocketAddr,
     pub stuck_after: Duration,
     pub concurrency: u16,
+    pub ejob_policy: Policy,
     pub log_format: LogFormat,
     pub log_level: LogLevel,
 }
@@ -156,6 +182,7 @@ impl Flags {
             kube: self.kube,
             namespace: non_empty(self.namespace),
             quick_exit_image: non_empty(self.quick_exit_image),
+            sidecar_allowed_images: prefixes(self.sidecar_allowed_images),
             lease: self.leader_elect.then(|| LeaseOpts {
                 namespace: non_empty(self.leader_elect_namespace),
                 name: non_empty(Some(self.leader_elect_name))
@@ -168,10 +195,30 @@ impl Flags {
             health_addr: self.serving.health_addr,
             stuck_after: self.stuck_after,
             concurrency: self.concurrency,
+            ejob_policy: Policy {
+                allowed_images: self
+                    .ejob_allowed_images
+                    .into_iter()
+                    .map(|p| p.trim().to_string())
+                    .filter(|p| !p.is_empty())
+                    .collect(),
+                allow_privileged: self.ejob_allow_privileged,
+                max_per_pod: self.ejob_max_containers_per_pod.into(),
+            },
             log_format: self.serving.log_format,
             log_level: self.serving.log_level,
         })
     }
+}
+
+/// `--sidecar-allowed-images`: `*` allows any image (None), else the non-empty prefixes.
+fn prefixes(raw: Vec<String>) -> Option<Vec<String>> {
+    let list: Vec<String> = raw
+        .into_iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    (!list.iter().any(|p| p == "*")).then_some(list)
 }
 
 /// `hostname-PID`, unique enough among the replicas of one Deployment.

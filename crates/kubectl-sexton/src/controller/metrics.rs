@@ -11,6 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::watch::WatchCause;
 use crate::shared::api_error::Kind;
 use crate::shared::metrics;
 
@@ -20,7 +21,14 @@ pub struct ControllerLabel {
     pub controller: &'static str,
 }
 
-/// `watch="pods"`: the resource of a watch.
+/// `watch="pods",cause="forbidden"`: the resource of a watch and why it failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchErrorLabels {
+    pub watch: &'static str,
+    pub cause: WatchCause,
+}
+
+/// `watch="ephemeraljobs"`: the resource of a watch.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WatchLabel {
     pub watch: &'static str,
@@ -51,7 +59,8 @@ pub struct Metrics {
     registry: Registry,
     pub reconciles: Family<ControllerLabel, Counter>,
     pub errors: Family<ErrorLabels, Counter>,
-    pub watch_errors: Family<WatchLabel, Counter>,
+    pub watch_errors: Family<WatchErrorLabels, Counter>,
+    pub undecodable: Family<WatchLabel, Counter>,
     pub actions: Family<ActionLabels, Counter>,
     pub conflicts: Family<ControllerLabel, Counter>,
     pub events_dropped: Family<ControllerLabel, Counter>,
@@ -85,6 +94,7 @@ impl Metrics {
             reconciles: Family::default(),
             errors: Family::default(),
             watch_errors: Family::default(),
+            undecodable: Family::default(),
             actions: Family::default(),
             conflicts: Family::default(),
             events_dropped: Family::default(),
@@ -110,8 +120,13 @@ impl Metrics {
         );
         r.register(
             "watch_errors",
-            "Watch failures (retried with back-off), by resource watched",
+            "Watch failures (retried with back-off), by resource watched and cause",
             m.watch_errors.clone(),
+        );
+        r.register(
+            "undecodable_objects",
+            "Objects of a list or watch that could not be read (logged once each and skipped), by resource watched",
+            m.undecodable.clone(),
         );
         r.register(
             "actions",

@@ -6,7 +6,8 @@
 //! shared by both controllers. SIGTERM/SIGINT stop the controllers gracefully (in-flight
 //! reconciliations finish) and release the Lease so a standby takes over at once.
 
-mod ejob;
+mod decode;
+pub mod ejob;
 pub mod flags;
 mod metrics;
 mod parts;
@@ -96,14 +97,21 @@ async fn run_controllers(
     // the pod cache, plus the EphemeralJob cache
     let caches = 1 + usize::from(runs(Which::EphemeralJob));
     parts.health.pending.store(caches, Ordering::Relaxed);
-    let terminator = runs(Which::SidecarTerminator)
-        .then(|| terminator::sidecar_terminator(&parts, o.quick_exit_image.clone(), &mut pods));
-    let ejobs = runs(Which::EphemeralJob).then(|| ejob::ephemeral_jobs(&parts, &mut pods));
+    let terminator = runs(Which::SidecarTerminator).then(|| {
+        terminator::sidecar_terminator(
+            &parts,
+            o.quick_exit_image.clone(),
+            o.sidecar_allowed_images.clone(),
+            &mut pods,
+        )
+    });
+    let ejobs = runs(Which::EphemeralJob)
+        .then(|| ejob::ephemeral_jobs(&parts, o.ejob_policy.clone(), &mut pods));
     let seen = terminator.as_ref().map(|t| t.seen.clone());
     let pod_watch = pods.run(
         parts.scoped(),
         pod_watch_config(runs(Which::EphemeralJob)),
-        parts.report("pods", "pods list and watch"),
+        parts.report("pods", "pods list and watch", ""),
         move |ev| {
             if let Some(seen) = &seen {
                 seen.saw(ev);

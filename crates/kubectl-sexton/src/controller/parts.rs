@@ -46,7 +46,9 @@ impl Parts {
         }
     }
 
-    pub fn report(&self, watch: &'static str, needs: &str) -> WatchReport {
+    /// How watch `watch` reports: `needs` is the RBAC it needs, `missing` what to check
+    /// when the API server does not serve the resource ("" if nothing can be missing).
+    pub fn report(&self, watch: &'static str, needs: &str, missing: &'static str) -> WatchReport {
         let scope = match self.namespace {
             Some(_) => "in its namespace",
             None => "cluster-wide",
@@ -54,9 +56,11 @@ impl Parts {
         WatchReport {
             watch,
             rbac: format!("the controller needs {needs} {scope}"),
+            missing,
             health: self.health.clone(),
             metrics: self.metrics.clone(),
             filled: Arc::default(),
+            failing: Arc::default(),
         }
     }
 

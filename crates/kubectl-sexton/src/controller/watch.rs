@@ -1,6 +1,7 @@
 //! The watches that feed the controllers, instrumented the same way: managedFields dropped
 //! before caching, queue-latency clocks started, readiness reported once the cache is
-//! filled, failures logged with the RBAC they need. One pod watch fills one cache that
+//! filled, failures logged by their real cause (and a failed list makes the process
+//! unready until a list succeeds). One pod watch fills one cache that
 //! both controllers read ([`PodFeed`]), and hands each controller the pod events it needs.
 
 use std::fmt::Debug;
@@ -14,11 +15,12 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Resource, ResourceExt};
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tracing::{debug, error, info};
 
-use crate::controller::metrics::{Metrics, WatchLabel};
+use crate::controller::metrics::{Metrics, WatchErrorLabels};
 use crate::shared::http::Health;
 
 /// What a watch is of, and where it reports.
@@ -26,42 +28,195 @@ use crate::shared::http::Health;
 pub struct WatchReport {
     /// The resource watched (`pods`, `ephemeraljobs`), in logs and metric labels.
     pub watch: &'static str,
-    /// What RBAC the watch needs, named when it fails.
+    /// What RBAC the watch needs, named when it is forbidden.
     pub rbac: String,
+    /// What to check when the API server does not serve the resource (404), if anything
+    /// can be missing (a CRD).
+    pub missing: &'static str,
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
     /// Set once the cache is filled.
     pub filled: Arc<AtomicBool>,
+    /// Set while the last list failed (counted once in `health.failing`).
+    pub failing: Arc<AtomicBool>,
 }
 
 impl WatchReport {
     fn saw<K>(&self, ev: &watcher::Result<Event<K>>) {
         match ev {
             Ok(Event::Init) => debug!(watch = self.watch, "listing"),
-            // (Not Store::wait_until_ready: its single-waker future is also awaited by the
-            // controller, and only the last waiter is woken.)
-            Ok(Event::InitDone) if !self.filled.swap(true, Ordering::Relaxed) => {
-                info!(watch = self.watch, "cache filled; reconciling");
-                self.health.one_ready();
+            Ok(Event::InitApply(_) | Event::InitDone) => {
+                self.listed();
+                // (Not Store::wait_until_ready: its single-waker future is also awaited by
+                // the controller, and only the last waiter is woken.)
+                if matches!(ev, Ok(Event::InitDone)) && !self.filled.swap(true, Ordering::Relaxed) {
+                    info!(watch = self.watch, "cache filled; reconciling");
+                    self.health.one_ready();
+                }
             }
             Ok(_) => {}
-            Err(e) => {
-                let label = WatchLabel { watch: self.watch };
-                self.metrics.watch_errors.get_or_create(&label).inc();
-                error!(
-                    watch = self.watch,
-                    "watching failed: {e} (RBAC: {})", self.rbac
-                );
-            }
+            Err(e) => self.failed(e),
+        }
+    }
+
+    /// A list answered: the watch is no longer failing.
+    fn listed(&self) {
+        if self.failing.swap(false, Ordering::Relaxed) {
+            self.health.failing.fetch_sub(1, Ordering::Relaxed);
+            info!(watch = self.watch, "listing again");
+        }
+    }
+
+    /// Logs a failure by its real cause and counts it; a failed list makes the process
+    /// unready until a list succeeds.
+    fn failed(&self, e: &watcher::Error) {
+        let cause = WatchCause::of(e);
+        let label = WatchErrorLabels {
+            watch: self.watch,
+            cause,
+        };
+        self.metrics.watch_errors.get_or_create(&label).inc();
+        if matches!(e, watcher::Error::InitialListFailed(_))
+            && !self.failing.swap(true, Ordering::Relaxed)
+        {
+            self.health.failing.fetch_add(1, Ordering::Relaxed);
+        }
+        let what = bounded(&e.to_string());
+        match cause {
+            // the API server no longer has the history the watch resumes from: a relist
+            // follows, nothing is wrong
+            WatchCause::Expired => info!(watch = self.watch, "watch expired, relisting: {what}"),
+            WatchCause::Forbidden => error!(
+                watch = self.watch,
+                cause = cause.as_str(),
+                "watching failed: {what} (RBAC: {})",
+                self.rbac
+            ),
+            WatchCause::NotFound if !self.missing.is_empty() => error!(
+                watch = self.watch,
+                cause = cause.as_str(),
+                "watching failed: {what} ({})",
+                self.missing
+            ),
+            _ => error!(
+                watch = self.watch,
+                cause = cause.as_str(),
+                "watching failed ({}): {what}",
+                cause.explain()
+            ),
         }
     }
 }
 
-/// The watch of `api` into `writer`'s cache, each object `trim`med first, with `report`
+/// Why a watch failed, read from the error (never assumed): the log line and the
+/// `watch_errors_total{cause}` label.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum WatchCause {
+    /// 401/403: credentials or RBAC.
+    Forbidden,
+    /// 404: the API server does not serve the resource (a CRD not installed).
+    NotFound,
+    /// 410: the watch's resourceVersion is too old; the watcher relists.
+    Expired,
+    /// 429/5xx: the API server is overloaded or failing.
+    ServerError,
+    /// Another answer of the API server (400, 422, ...).
+    Refused,
+    /// Connection refused or reset, timeouts, TLS: the API server was not reached.
+    Unreachable,
+    /// The answer could not be read (not JSON, not the expected shape).
+    Undecodable,
+    Other,
+}
+
+impl WatchCause {
+    pub fn of(e: &watcher::Error) -> Self {
+        match e {
+            watcher::Error::InitialListFailed(e)
+            | watcher::Error::WatchStartFailed(e)
+            | watcher::Error::WatchFailed(e) => Self::of_client(e),
+            watcher::Error::WatchError(s) => Self::of_status(s.code),
+            watcher::Error::NoResourceVersion => WatchCause::Other,
+        }
+    }
+
+    fn of_client(e: &kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) => Self::of_status(s.code),
+            kube::Error::HyperError(_)
+            | kube::Error::Service(_)
+            | kube::Error::HttpError(_)
+            | kube::Error::ReadEvents(_) => WatchCause::Unreachable,
+            kube::Error::SerdeError(_)
+            | kube::Error::FromUtf8(_)
+            | kube::Error::LinesCodecMaxLineLengthExceeded => WatchCause::Undecodable,
+            _ => WatchCause::Other,
+        }
+    }
+
+    fn of_status(code: u16) -> Self {
+        match code {
+            401 | 403 => WatchCause::Forbidden,
+            404 => WatchCause::NotFound,
+            410 => WatchCause::Expired,
+            429 | 500..=599 => WatchCause::ServerError,
+            400..=499 => WatchCause::Refused,
+            _ => WatchCause::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchCause::Forbidden => "forbidden",
+            WatchCause::NotFound => "not_found",
+            WatchCause::Expired => "expired",
+            WatchCause::ServerError => "server_error",
+            WatchCause::Refused => "refused",
+            WatchCause::Unreachable => "unreachable",
+            WatchCause::Undecodable => "undecodable",
+            WatchCause::Other => "other",
+        }
+    }
+
+    fn explain(self) -> &'static str {
+        match self {
+            WatchCause::Forbidden => "forbidden",
+            WatchCause::NotFound => "the API server does not serve this resource",
+            WatchCause::Expired => "expired",
+            WatchCause::ServerError => "the API server answered with an error; retrying",
+            WatchCause::Refused => "the API server refused the request",
+            WatchCause::Unreachable => "the API server could not be reached; retrying",
+            WatchCause::Undecodable => "the API server's answer could not be read",
+            WatchCause::Other => "retrying",
+        }
+    }
+}
+
+/// `cause="forbidden"`.
+impl EncodeLabelValue for WatchCause {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        encoder.write_str(self.as_str())
+    }
+}
+
+/// At most 512 bytes of an error's text: an error may carry a whole response body.
+pub fn bounded(s: &str) -> String {
+    const MAX: usize = 512;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &s[..end], s.len())
+}
+
+/// The watch `events` into `writer`'s cache, each object `trim`med first, with `report`
 /// told of its progress and `each` shown every event (to start queue-latency clocks).
 pub fn observed<K>(
-    api: Api<K>,
-    config: watcher::Config,
+    events: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     writer: Writer<K>,
     trim: fn(&mut K),
     report: WatchReport,
@@ -70,7 +225,7 @@ pub fn observed<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    watcher(api, config)
+    events
         .default_backoff()
         .modify(trim)
         .reflect(writer)
@@ -156,7 +311,7 @@ impl PodFeed {
             filled: self.filled,
             ..report
         };
-        observed(api, config, self.writer, slim_pod, report, each)
+        observed(watcher(api, config), self.writer, slim_pod, report, each)
             .for_each(|ev| {
                 let ev = ev.ok();
                 let to: Vec<_> = subscribers

@@ -27,6 +27,9 @@ pub struct Health {
     pub ready: AtomicBool,
     /// Caches not filled yet.
     pub pending: AtomicUsize,
+    /// Watches whose last list failed and has not succeeded since: a controller that
+    /// cannot list works from a stale cache (or none), so it is not ready.
+    pub failing: AtomicUsize,
     /// The serving port takes no more connections (every slot is taken): not ready.
     pub jammed: AtomicBool,
 }
@@ -37,6 +40,14 @@ impl Health {
         if self.pending.fetch_sub(1, Ordering::Relaxed) <= 1 {
             self.ready.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// What `/readyz` answers: ready, no watch failing to list, and the serving port not
+    /// jammed.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+            && self.failing.load(Ordering::Relaxed) == 0
+            && !self.jammed.load(Ordering::Relaxed)
     }
 }
 
@@ -56,8 +67,8 @@ pub fn metrics_routes(encode: impl Fn() -> String + Clone + Send + Sync + 'stati
     )
 }
 
-/// `GET /healthz` and `/livez` (the process answers) and `/readyz` (caches filled, and the
-/// serving port, if any, takes connections).
+/// `GET /healthz` and `/livez` (the process answers) and `/readyz` (caches filled, every
+/// watch listing, and the serving port, if any, taking connections).
 pub fn health_routes(health: Arc<Health>) -> Router {
     let alive = || async { "ok\n" };
     Router::new()
@@ -66,7 +77,7 @@ pub fn health_routes(health: Arc<Health>) -> Router {
         .route(
             "/readyz",
             get(move || async move {
-                if health.ready.load(Ordering::Relaxed) && !health.jammed.load(Ordering::Relaxed) {
+                if health.is_ready() {
                     (StatusCode::OK, "ok\n").into_response()
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()

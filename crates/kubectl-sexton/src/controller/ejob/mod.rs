@@ -5,6 +5,7 @@
 //! woken by the changes of the shared pod feed that concern them.
 
 mod plan;
+pub mod policy;
 mod reconcile;
 
 use std::sync::Arc;
@@ -16,30 +17,41 @@ use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 use tracing::warn;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::decode::{self, Lenient};
 use super::parts::{GRACE, Parts, Run};
 use super::watch::{self, PodEvent, PodFeed, changed_pods};
+use crate::shared::ephemeraljob::{EphemeralJob, EphemeralJobSpec, EphemeralJobTemplate};
 use crate::shared::pod::Pod;
 use reconcile::{CONTROLLER, Ctx, error_policy, jobs_of_pod, reconcile};
 
 /// The EphemeralJob controller: its own watch of jobs, woken by the pods they select.
-pub fn ephemeral_jobs(parts: &Parts, pods: &mut PodFeed) -> Run {
+pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed) -> Run {
     let ctx = Arc::new(Ctx::new(
         parts.client.clone(),
         parts.recorder.clone(),
         parts.metrics.clone(),
         pods.store.clone(),
         pods.filled.clone(),
+        policy,
     ));
     let report = parts.report(
         "ephemeraljobs",
-        "ephemeraljobs.sexton.dev list and watch; is the CRD installed (deploy/crd-ephemeraljob.yaml)?",
+        "ephemeraljobs.sexton.dev list and watch",
+        "is the EphemeralJob CRD installed (deploy/crd-ephemeraljob.yaml)?",
     );
     let filled = report.filled.clone();
     let clock = ctx.telemetry.clock.clone();
     let (jobs, writer) = reflector::store();
+    let raw = decode::raw_api::<EphemeralJob>(parts.client.clone(), parts.namespace.as_deref());
+    let lenient = Lenient {
+        watch: "ephemeraljobs",
+        metrics: parts.metrics.clone(),
+        placeholder,
+    };
     let trigger = watch::observed(
-        parts.scoped(),
-        watcher::Config::default(),
+        decode::one_at_a_time(raw, watcher::Config::default(), lenient),
         writer,
         watch::slim,
         report,
@@ -67,6 +79,28 @@ pub fn ephemeral_jobs(parts: &Parts, pods: &mut PodFeed) -> Run {
         parts.stopped(),
         GRACE,
     ))
+}
+
+/// A job with only its metadata (what a deletion of an undecodable job removes).
+fn placeholder(metadata: ObjectMeta) -> EphemeralJob {
+    let spec = EphemeralJobSpec {
+        selector: Default::default(),
+        select_all_pods: None,
+        replicas: None,
+        parallelism: None,
+        template: EphemeralJobTemplate {
+            ephemeral_containers: vec![],
+        },
+        paused: None,
+        active_deadline_seconds: None,
+        ttl_seconds_after_finished: None,
+        ttl_seconds_after_created: None,
+    };
+    EphemeralJob {
+        metadata,
+        spec,
+        status: None,
+    }
 }
 
 /// A tick for each relist of a feed.

@@ -20,6 +20,7 @@ use serde_json::json;
 use tracing::{info, instrument, warn};
 
 use super::plan::{Plan, containers_for, plan, selector_matches};
+use super::policy::Policy;
 use crate::controller::metrics::Metrics;
 use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
 use crate::shared::api_error::Error;
@@ -38,6 +39,7 @@ pub struct Ctx {
     /// The shared pod cache, and whether it has been filled.
     pods: Store<Pod>,
     pods_filled: Arc<AtomicBool>,
+    pub policy: Policy,
 }
 
 impl Ctx {
@@ -47,12 +49,14 @@ impl Ctx {
         metrics: Arc<Metrics>,
         pods: Store<Pod>,
         pods_filled: Arc<AtomicBool>,
+        policy: Policy,
     ) -> Self {
         Ctx {
             client,
             telemetry: Telemetry::new(CONTROLLER, metrics, recorder),
             pods,
             pods_filled,
+            policy,
         }
     }
 
@@ -302,22 +306,34 @@ async fn inject_all(
     p: &mut Plan,
     now: &Time,
 ) -> Result<(), Error> {
+    if p.inject.is_empty() {
+        return Ok(());
+    }
+    if let Some(why) = ctx.policy.template_refusal(job) {
+        p.status.waiting -= p.inject.len() as i32;
+        p.inject.clear();
+        fail(job, ctx, p, &InjectFailure::Policy(why), now).await;
+        return Ok(());
+    }
     let api: Api<Pod> = ctx.api(job);
-    let versions: HashMap<&str, Option<String>> = pods
+    let by_name: HashMap<&str, &Arc<Pod>> = pods
         .iter()
-        .filter_map(|x| {
-            Some((
-                x.metadata.name.as_deref()?,
-                x.metadata.resource_version.clone(),
-            ))
-        })
+        .filter_map(|x| Some((x.metadata.name.as_deref()?, x)))
         .collect();
     let names = std::mem::take(&mut p.inject);
     let calls = names.iter().cloned().map(|name| {
-        let rv = versions.get(name.as_str()).cloned().flatten();
+        let pod = by_name.get(name.as_str()).copied();
+        let rv = pod.and_then(|x| x.metadata.resource_version.clone());
+        let full = pod.and_then(|x| ctx.policy.pod_refusal(x, job));
         let api = &api;
         async move {
-            let outcome = inject(job, api, &name, rv).await;
+            let outcome = match full {
+                Some(message) => Err(InjectFailure::Refused {
+                    pod: name.clone(),
+                    message,
+                }),
+                None => inject(job, ctx, api, &name, rv).await,
+            };
             (name, outcome)
         }
     });
@@ -328,9 +344,12 @@ async fn inject_all(
         match outcome {
             Ok(Injected::Done) => injected.push(name),
             Ok(Injected::Replan) => p.status.waiting -= 1,
-            Err(failure @ InjectFailure::Refused { .. }) => {
+
+            Err(InjectFailure::Transient { pod, error }) => {
                 p.status.waiting -= 1;
-                refused(job, ctx, p, &failure).await;
+                let doing = format!("adding ephemeral containers to pod {pod}");
+                result = Err(Error::api(key(job), doing, error));
+                break;
             }
             Err(failure) if failure.is_fatal() => {
                 p.status.waiting -= 1;
@@ -339,8 +358,7 @@ async fn inject_all(
             }
             Err(failure) => {
                 p.status.waiting -= 1;
-                result = Err(failure.into_error(key(job)));
-                break;
+                refused(job, ctx, p, &failure).await;
             }
         }
     }
@@ -373,6 +391,7 @@ async fn report_injected(job: &EphemeralJob, ctx: &Ctx, pods: &[String]) {
 /// Adds the template's containers to pod `name` (at resourceVersion `rv`).
 async fn inject(
     job: &EphemeralJob,
+    ctx: &Ctx,
     api: &Api<Pod>,
     name: &str,
     rv: Option<String>,
@@ -401,7 +420,48 @@ async fn inject(
             info!(job = %key(job), pod = %name, "pod changed or gone before injection ({}); will re-plan", s.code);
             Ok(Injected::Replan)
         }
+        // 403 is RBAC's answer and admission's (Pod Security, a policy, a webhook): only
+        // the first is the controller's own failure; the other refused this pod alone
+        kube::Error::Api(s) if s.code == 403 && may_inject(ctx, job, name).await => {
+            Err(InjectFailure::Refused {
+                pod: name.to_string(),
+                message: format!(
+                    "admission refused the ephemeral containers for pod {name}: {}",
+                    s.message
+                ),
+            })
+        }
         _ => Err(InjectFailure::classify(name, err)),
+    }
+}
+
+/// Whether RBAC lets the controller add ephemeral containers to pod `name` (a
+/// SelfSubjectAccessReview, which every authenticated identity may create).
+async fn may_inject(ctx: &Ctx, job: &EphemeralJob, name: &str) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: job.namespace(),
+                verb: Some("patch".into()),
+                resource: Some("pods".into()),
+                subresource: Some("ephemeralcontainers".into()),
+                name: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(ctx.client.clone());
+    match reviews.create(&Default::default(), &review).await {
+        Ok(r) => r.status.is_some_and(|s| s.allowed),
+        Err(e) => {
+            warn!(pod = %name, "SelfSubjectAccessReview failed: {e}; taking the 403 as the controller's own");
+            false
+        }
     }
 }
 
@@ -412,8 +472,11 @@ pub enum InjectFailure {
     Unsupported(kube::Error),
     /// 401/403: the controller may not add ephemeral containers.
     Forbidden(kube::Error),
-    /// Another 4xx: the API server refused these containers for this pod.
-    Refused { pod: String, error: kube::Error },
+    /// Another 4xx, an admission denial or a pod over the cap: this pod refused these
+    /// containers (`message` says why).
+    Refused { pod: String, message: String },
+    /// The admin's policy does not allow the template (`policy.rs`).
+    Policy(String),
     /// 5xx, transport errors: retried.
     Transient { pod: String, error: kube::Error },
 }
@@ -428,17 +491,23 @@ impl InjectFailure {
         match code {
             404 | 405 => InjectFailure::Unsupported(error),
             401 | 403 => InjectFailure::Forbidden(error),
-            400..=499 => InjectFailure::Refused { pod, error },
+            400..=499 => InjectFailure::Refused {
+                message: format!(
+                    "the API server refused the ephemeral containers for pod {pod}: {}",
+                    api_message(&error)
+                ),
+                pod,
+            },
             _ => InjectFailure::Transient { pod, error },
         }
     }
 
-    /// A failure of the whole job (no API, no permission): it goes to phase Error.
-    /// `Refused` concerns one pod, `Transient` is retried.
+    /// A failure of the whole job (no API, no permission, a template the policy
+    /// refuses): it goes to phase Error. `Refused` concerns one pod, `Transient` is retried.
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            InjectFailure::Unsupported(_) | InjectFailure::Forbidden(_)
+            InjectFailure::Unsupported(_) | InjectFailure::Forbidden(_) | InjectFailure::Policy(_)
         )
     }
 
@@ -447,15 +516,12 @@ impl InjectFailure {
         match self {
             InjectFailure::Unsupported(_) => "EphemeralContainersUnsupported",
             InjectFailure::Forbidden(_) => "Forbidden",
+            InjectFailure::Policy(_) => "TemplateRefused",
             InjectFailure::Refused { .. } | InjectFailure::Transient { .. } => "InjectFailed",
         }
     }
 
     pub fn message(&self) -> String {
-        let api_message = |e: &kube::Error| match e {
-            kube::Error::Api(s) => s.message.clone(),
-            e => e.to_string(),
-        };
         match self {
             InjectFailure::Unsupported(e) => format!(
                 "the API server has no pods/ephemeralcontainers subresource ({}): ephemeral containers are not available on this cluster",
@@ -465,32 +531,25 @@ impl InjectFailure {
                 "not allowed to add ephemeral containers ({}); the controller's ClusterRole needs pods/ephemeralcontainers patch",
                 api_message(e)
             ),
-            InjectFailure::Refused { pod, error } => format!(
-                "the API server refused the ephemeral containers for pod {pod}: {}",
-                api_message(error)
-            ),
+            InjectFailure::Refused { message, .. } | InjectFailure::Policy(message) => {
+                message.clone()
+            }
             InjectFailure::Transient { pod, error } => {
                 format!("adding ephemeral containers to pod {pod} failed: {error}")
             }
         }
     }
+}
 
-    fn into_error(self, object: String) -> Error {
-        let (pod, source) = match self {
-            InjectFailure::Unsupported(e) | InjectFailure::Forbidden(e) => (String::new(), e),
-            InjectFailure::Refused { pod, error } | InjectFailure::Transient { pod, error } => {
-                (pod, error)
-            }
-        };
-        Error::api(
-            object,
-            format!("adding ephemeral containers to pod {pod}"),
-            source,
-        )
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        e => e.to_string(),
     }
 }
 
-/// One pod refused the containers (a 4xx such as 422: it lacks the target container, say):
+/// One pod refused the containers (a 4xx such as 422: it lacks the target container, say;
+/// an admission denial; the per-pod cap):
 /// that target counts as failed, with the API's reason, and the job carries on.
 async fn refused(job: &EphemeralJob, ctx: &Ctx, p: &mut Plan, failure: &InjectFailure) {
     let InjectFailure::Refused { pod, .. } = failure else {

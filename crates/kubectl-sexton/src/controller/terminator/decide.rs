@@ -52,6 +52,7 @@ pub enum Reason {
     SwapRefusedPostStart,
     SwapRefusedOS,
     SwapRefusedSameImage,
+    SwapRefusedImageNotAllowed,
     QuickExitStalled,
     QuickExitFailed,
     SwapFailed,
@@ -67,6 +68,7 @@ impl Reason {
             Reason::SwapRefusedPostStart => "SwapRefusedPostStart",
             Reason::SwapRefusedOS => "SwapRefusedOS",
             Reason::SwapRefusedSameImage => "SwapRefusedSameImage",
+            Reason::SwapRefusedImageNotAllowed => "SwapRefusedImageNotAllowed",
             Reason::QuickExitStalled => "QuickExitStalled",
             Reason::QuickExitFailed => "QuickExitFailed",
             Reason::SwapFailed => "SwapFailed",
@@ -83,6 +85,7 @@ impl Reason {
                 | Reason::SwapRefusedPostStart
                 | Reason::SwapRefusedOS
                 | Reason::SwapRefusedSameImage
+                | Reason::SwapRefusedImageNotAllowed
         )
     }
 }
@@ -235,9 +238,38 @@ fn default_image_refusal(pod: &Pod, c: &Container) -> Option<Refusal> {
     None
 }
 
-/// Decide what to do with `pod`. `default_image` is the controller's quick-exit image
-/// (`--quick-exit-image`), used for sidecars that do not name their own.
-pub fn decide(pod: &Pod, default_image: Option<&str>) -> Decision {
+/// The images the controller may swap a sidecar to: the admin's quick-exit image
+/// (`--quick-exit-image`), and the images sidecars name themselves only as far as the admin
+/// allows (`--sidecar-allowed-images`). The swap is written under the controller's identity,
+/// as an UPDATE: image policies that check only CREATE, or exempt the controller, would
+/// never see an image the pod's author chose.
+#[derive(Debug, Clone, Copy)]
+pub struct Images<'a> {
+    pub quick_exit: Option<&'a str>,
+    pub named: Named<'a>,
+}
+
+/// Which images a sidecar may name in its marker.
+#[derive(Debug, Clone, Copy)]
+pub enum Named<'a> {
+    /// Any image (`--sidecar-allowed-images='*'`).
+    Any,
+    /// Images starting with one of these prefixes (none: no named image at all).
+    Prefixes(&'a [String]),
+}
+
+impl Named<'_> {
+    fn allows(self, image: &str) -> bool {
+        match self {
+            Named::Any => true,
+            Named::Prefixes(p) => p.iter().any(|p| image.starts_with(p.as_str())),
+        }
+    }
+}
+
+/// Decide what to do with `pod`, swapping only to `images`.
+pub fn decide(pod: &Pod, images: Images) -> Decision {
+    let default_image = images.quick_exit;
     let Some(spec) = pod.spec.as_ref() else {
         return Decision::Ignore("no spec".into());
     };
@@ -257,7 +289,7 @@ pub fn decide(pod: &Pod, default_image: Option<&str>) -> Decision {
         .iter()
         .map(|c| match already.contains_key(&c.name) {
             true => swapped_sidecar(pod, c),
-            false => unswapped_sidecar(pod, c, default_image),
+            false => unswapped_sidecar(pod, c, default_image, images.named),
         })
         .collect();
     combine(verdicts)
@@ -371,7 +403,12 @@ fn swapped_sidecar(pod: &Pod, c: &Container) -> Verdict {
 }
 
 /// A sidecar not swapped yet: swap it if it runs and a safe quick-exit image is known.
-fn unswapped_sidecar(pod: &Pod, c: &Container, default_image: Option<&str>) -> Verdict {
+fn unswapped_sidecar(
+    pod: &Pod,
+    c: &Container,
+    default_image: Option<&str>,
+    allowed: Named,
+) -> Verdict {
     let s = status(pod, &c.name);
     let problem = |reason, message| Verdict::Problem(Refusal::new(&c.name, reason, message));
     match terminated_code(s) {
@@ -398,6 +435,15 @@ fn unswapped_sidecar(pod: &Pod, c: &Container, default_image: Option<&str>) -> V
         }
     });
     let named = named_image(c);
+    if let Some(image) = named.filter(|i| !allowed.allows(i)) {
+        return problem(
+            Reason::SwapRefusedImageNotAllowed,
+            format!(
+                "sidecar {:?} names {image:?} in {ENV_SIDECAR_IMAGE}, which the cluster admin does not allow (--sidecar-allowed-images); not swapping: remove the variable to get the quick-exit image, or ask for the image to be allowed",
+                c.name
+            ),
+        );
+    }
     let Some(target) = named.or(default_image).filter(|t| !t.is_empty()) else {
         return problem(
             Reason::SwapRefusedNoImage,

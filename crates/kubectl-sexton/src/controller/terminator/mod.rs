@@ -47,6 +47,7 @@ impl Seen {
 pub fn sidecar_terminator(
     parts: &Parts,
     quick_exit_image: Option<String>,
+    allowed_images: Option<Vec<String>>,
     pods: &mut PodFeed,
 ) -> Terminator {
     if quick_exit_image.is_none() {
@@ -58,6 +59,7 @@ pub fn sidecar_terminator(
         parts.client.clone(),
         parts.recorder.clone(),
         quick_exit_image,
+        allowed_images,
         parts.metrics.clone(),
     ));
     let clock = ctx.telemetry.clock.clone();

@@ -10,7 +10,7 @@ use kube::runtime::events::{EventType, Recorder};
 use kube::{Api, Client, ResourceExt};
 use tracing::{debug, info, instrument, warn};
 
-use super::decide::{Decision, Reason, Refusal, Swap, decide, swap_patch};
+use super::decide::{Decision, Images, Named, Reason, Refusal, Swap, decide, swap_patch};
 use crate::controller::metrics::Metrics;
 use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
 use crate::shared::api_error::Error;
@@ -23,6 +23,8 @@ pub const CONTROLLER: &str = "sidecar-terminator";
 pub struct Ctx {
     pub client: Client,
     pub default_image: Option<String>,
+    /// `--sidecar-allowed-images`: None for any image, else prefixes.
+    pub allowed_images: Option<Vec<String>>,
     pub telemetry: Arc<Telemetry<Pod>>,
 }
 
@@ -31,11 +33,13 @@ impl Ctx {
         client: Client,
         recorder: Recorder,
         default_image: Option<String>,
+        allowed_images: Option<Vec<String>>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Ctx {
             client,
             default_image,
+            allowed_images,
             telemetry: Arc::new(Telemetry::new(CONTROLLER, metrics, recorder)),
         }
     }
@@ -104,7 +108,14 @@ fn rv(pod: &Pod) -> String {
 /// Decides, logs the decision and reports its problems; the swaps to make, if any.
 async fn decide_and_report(pod: &Pod, ctx: &Ctx) -> Option<Vec<Swap>> {
     let (rv, k) = (rv(pod), key(pod));
-    let (swaps, problems) = match decide(pod, ctx.default_image.as_deref()) {
+    let images = Images {
+        quick_exit: ctx.default_image.as_deref(),
+        named: match &ctx.allowed_images {
+            None => Named::Any,
+            Some(prefixes) => Named::Prefixes(prefixes),
+        },
+    };
+    let (swaps, problems) = match decide(pod, images) {
         Decision::Ignore(why) => {
             debug!(pod = %k, resource_version = %rv, decision = "ignore", "{why}");
             return None;

@@ -32,6 +32,8 @@ pub fn crd() -> Value {
     // OpenKruise's default: a finished job goes away after half an hour
     spec["ttlSecondsAfterFinished"]["default"] = json!(DEFAULT_TTL_AFTER_FINISHED);
     spec["ttlSecondsAfterCreated"]["minimum"] = json!(0);
+    // added to a time in seconds: well inside i64 (68 years)
+    spec["activeDeadlineSeconds"]["maximum"] = json!(i32::MAX);
     let list = &mut spec["template"]["properties"]["ephemeralContainers"];
     list["minItems"] = json!(1);
     list["maxItems"] = json!(16);
@@ -63,7 +65,34 @@ pub fn crd() -> Value {
         {"rule": "!has(self.volumeMounts) || self.volumeMounts.all(m, !has(m.subPath) && !has(m.subPathExpr))", "message": "ephemeral containers may not use subPath volume mounts"},
         {"rule": "!has(self.restartPolicy) && !has(self.resizePolicy)", "message": "ephemeral containers may not have a restartPolicy or resizePolicy"},
     ]);
+    bound_integers(schema);
     crd
+}
+
+/// 2^53 - 1: the largest integer a float64 holds exactly.
+const JSON_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// Gives every integer of the schema the range of its type: without one the API server
+/// stores `replicas: 99999999999` in an int32 field, and the object can no longer be
+/// decoded by anyone who reads it as the type says.
+fn bound_integers(schema: &mut Value) {
+    match schema {
+        Value::Object(m) => {
+            if m.get("type") == Some(&json!("integer")) {
+                let (min, max) = match m.get("format").and_then(Value::as_str) {
+                    Some("int32") => (i64::from(i32::MIN), i64::from(i32::MAX)),
+                    // the API server reads a schema's bounds as float64: beyond 2^53 they
+                    // are not exact (i64::MAX comes back as i64::MIN)
+                    _ => (-JSON_SAFE_INTEGER, JSON_SAFE_INTEGER),
+                };
+                m.entry("minimum").or_insert(json!(min));
+                m.entry("maximum").or_insert(json!(max));
+            }
+            m.values_mut().for_each(bound_integers);
+        }
+        Value::Array(a) => a.iter_mut().for_each(bound_integers),
+        _ => {}
+    }
 }
 
 /// The CRD as YAML, as committed in charts/sexton/files/.
@@ -78,6 +107,35 @@ pub fn crd_yaml() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_integer_has_a_range() {
+        fn unbounded(v: &Value, at: &str, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    if m.get("type") == Some(&json!("integer"))
+                        && (m.get("maximum").is_none() || m.get("minimum").is_none())
+                    {
+                        out.push(at.to_string());
+                    }
+                    for (k, v) in m {
+                        unbounded(v, &format!("{at}.{k}"), out);
+                    }
+                }
+                Value::Array(a) => a.iter().for_each(|v| unbounded(v, at, out)),
+                _ => {}
+            }
+        }
+        let crd = crd();
+        let mut out = vec![];
+        // (the schema only: printer columns also say `type: integer`)
+        let schema = &crd["spec"]["versions"][0]["schema"];
+        unbounded(schema, "", &mut out);
+        assert!(out.is_empty(), "integers without a range: {out:?}");
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        assert_eq!(spec["replicas"]["maximum"], json!(i32::MAX));
+        assert_eq!(spec["replicas"]["minimum"], json!(1));
+    }
 
     #[test]
     fn crd_has_the_validation_rules() {

@@ -58,7 +58,10 @@ fn pod(
     .unwrap()
 }
 
-const Q: Option<&str> = Some("sexton-quick-exit:1");
+const Q: Images = Images {
+    quick_exit: Some("sexton-quick-exit:1"),
+    named: Named::Any,
+};
 const SIDE: Option<(&str, &str)> = Some((ENV_SIDECAR, "true"));
 
 fn main_and_sidecar(policy: &str, main: &str, side: &str) -> Pod {
@@ -280,7 +283,14 @@ fn refusals_name_the_container_and_the_fix() {
             "SwapRefusedPostStart",
         ),
         (with(json!({}), SIDE, Some("windows")), Q, "SwapRefusedOS"),
-        (with(json!({}), SIDE, None), None, "SwapRefusedNoImage"),
+        (
+            with(json!({}), SIDE, None),
+            Images {
+                quick_exit: None,
+                ..Q
+            },
+            "SwapRefusedNoImage",
+        ),
         (
             with(json!({"image": "sexton-quick-exit:1"}), SIDE, None),
             Q,
@@ -354,7 +364,7 @@ fn a_waiting_sidecar_is_swapped_too() {
         match decide(&p, Q) {
             Decision::Act { swaps, problems } => {
                 assert!(problems.is_empty(), "{problems:?}");
-                assert_eq!(swaps[0].to, Q.unwrap());
+                assert_eq!(swaps[0].to, Q.quick_exit.unwrap());
                 assert!(swaps[0].waiting.is_some(), "{state}");
             }
             other => panic!("{state}: {other:?}"),
@@ -487,4 +497,34 @@ fn swapped_sidecar_that_cannot_start_or_fails_is_reported() {
         .unwrap()[1]
         .state = Some(serde_json::from_value(state("143")).unwrap());
     assert!(matches!(decide(&old_exit, Q), Decision::Done(_)));
+}
+
+#[test]
+fn a_named_image_is_swapped_to_only_when_allowed() {
+    let p = pod(
+        "Never",
+        "Running",
+        vec![
+            container("main", None, json!({})),
+            container(
+                "proxy",
+                Some((ENV_SIDECAR_IMAGE, "attacker.example/x:1")),
+                json!({}),
+            ),
+        ],
+        &[("main", "0"), ("proxy", "running")],
+    );
+    let none = Images {
+        named: Named::Prefixes(&[]),
+        ..Q
+    };
+    let problems = only_problems(decide(&p, none));
+    assert_eq!(problems[0].reason, Reason::SwapRefusedImageNotAllowed);
+    assert!(problems[0].message.contains("attacker.example/x:1"));
+    let listed = ["attacker.example/".to_string()];
+    let some = Images {
+        named: Named::Prefixes(&listed),
+        ..Q
+    };
+    assert_eq!(swap_of(&decide(&p, some)), ["proxy->attacker.example/x:1"]);
 }
