@@ -4,8 +4,7 @@
 //! counting allocator installed for this test binary alone.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use proptest::prelude::*;
 use sexton_core::MAX_RECORD;
@@ -13,19 +12,32 @@ use sexton_core::tombstone::Tombstone;
 
 struct Counting;
 
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-/// Peak measurement is process-wide: measured sections run one at a time.
-static MEASURE: Mutex<()> = Mutex::new(());
+// Counted per thread, and only on a thread that is measuring: other tests of this binary
+// (and libtest's own threads) allocate at the same time, and a process-wide count once
+// charged one of their allocations to the decoding of an 11-byte input (a failure under
+// load). Const-initialised thread-locals without destructors never allocate, so the
+// allocator may use them.
+thread_local! {
+    static MEASURING: Cell<bool> = const { Cell::new(false) };
+    static CURRENT: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
+        if MEASURING.with(Cell::get) {
+            let now = CURRENT.with(|c| {
+                c.set(c.get() + layout.size() as isize);
+                c.get()
+            });
+            PEAK.with(|p| p.set(p.get().max(now)));
+        }
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
+        if MEASURING.with(Cell::get) {
+            CURRENT.with(|c| c.set(c.get() - layout.size() as isize));
+        }
         unsafe { System.dealloc(ptr, layout) }
     }
 }
@@ -33,16 +45,15 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-/// Decodes `bytes` and returns the peak of memory allocated meanwhile, above what was
-/// allocated before.
+/// Decodes `bytes` and returns the peak of memory this thread allocated meanwhile.
 fn decode_peak(bytes: &[u8]) -> usize {
-    let _one = MEASURE.lock().unwrap_or_else(|e| e.into_inner());
-    let base = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
+    CURRENT.with(|c| c.set(0));
+    PEAK.with(|p| p.set(0));
+    MEASURING.with(|m| m.set(true));
     let decoded = Tombstone::decode(bytes);
-    let peak = PEAK.load(Ordering::Relaxed) - base;
+    MEASURING.with(|m| m.set(false));
     drop(decoded);
-    peak
+    PEAK.with(Cell::get).max(0) as usize
 }
 
 /// Generous but linear: a decoder may copy the input a few times (UTF-8 check, JSON
