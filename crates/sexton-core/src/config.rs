@@ -16,6 +16,7 @@ use thiserror::Error;
 use crate::duration::{format_go_duration, parse_go_duration};
 use crate::endpoint::{HttpUrl, Probe};
 use crate::names::{parse_dep_list, validate_name, validate_subdomain};
+use crate::pre_stop::PreStop;
 use crate::settings::{Origin, Raw, Setting, setting};
 use crate::signal::Signal;
 
@@ -69,6 +70,25 @@ impl DeathTrigger {
             s,
             &[("any", Self::Any), ("success", Self::Success)],
             "`any` or `success`",
+        )
+    }
+}
+
+/// Whether one death dependency's death stops the child, or only all of theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeathDepsMode {
+    /// kubexit's meaning of `KUBEXIT_DEATH_DEPS`: the first death stops the child.
+    Any,
+    /// A sidecar of several mains: the child is stopped once every one of them died.
+    All,
+}
+
+impl DeathDepsMode {
+    pub fn parse(s: &str) -> Result<Self, NotOneOf> {
+        one_of(
+            s,
+            &[("any", Self::Any), ("all", Self::All)],
+            "`any` or `all`",
         )
     }
 }
@@ -165,6 +185,12 @@ pub struct Config {
     pub signal_group: bool,
     pub dep_exit_code: DepExitCode,
     pub death_trigger: DeathTrigger,
+    pub death_deps_mode: DeathDepsMode,
+    pub hold_stop: bool,
+    pub pod_grace_period: Duration,
+    pub restart_child: bool,
+    pub restart_backoff: Duration,
+    pub pre_stop: Option<PreStop>,
     pub pod: Option<PodRef>,
     pub kubeconfig: Option<PathBuf>,
     pub watch: WatchMode,
@@ -331,6 +357,14 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
             .map(PathBuf::from)
     }
 
+    fn pre_stop(&self) -> Result<Option<PreStop>, ConfigError> {
+        let v = self.get("pre_stop");
+        if v.text().is_empty() {
+            return Ok(None);
+        }
+        v.parse(PreStop::parse).map(Some)
+    }
+
     fn ready_probe(&self) -> Result<Option<Probe>, ConfigError> {
         let v = self.get("ready_probe");
         if v.text().is_empty() {
@@ -389,6 +423,12 @@ impl Config {
             signal_group: r.get("signal_group").parse(parse_bool)?,
             dep_exit_code: r.get("dep_exit_code").parse(DepExitCode::parse)?,
             death_trigger: r.get("death_trigger").parse(DeathTrigger::parse)?,
+            death_deps_mode: r.get("death_deps_mode").parse(DeathDepsMode::parse)?,
+            hold_stop: r.get("hold_stop").parse(parse_bool)?,
+            pod_grace_period: r.duration("pod_grace_period", Duration::ZERO)?,
+            restart_child: r.get("restart_child").parse(parse_bool)?,
+            restart_backoff: r.duration("restart_backoff", Duration::from_millis(10))?,
+            pre_stop: r.pre_stop()?,
             pod: r.pod()?,
             kubeconfig: r.optional_path("kubeconfig"),
             watch: r.get("watch").parse(WatchMode::parse)?,
