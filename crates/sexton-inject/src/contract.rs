@@ -30,9 +30,11 @@ use crate::template::{Template, name};
 /// The kubelet's default `terminationGracePeriodSeconds`.
 const DEFAULT_POD_GRACE: u64 = 30;
 /// Added to the probe budgets for a birth timeout: the start of the containers themselves,
-/// and image pulls (the kubelet pulls the images of a pod one after the other, so a
-/// sidecar declared after a main may start later than it).
-pub const BIRTH_MARGIN: u64 = 60;
+/// and image pulls. The kubelet pulls a pod's images one after the other, in the order of
+/// its containers, so a sidecar declared after a main may start minutes after it; the
+/// kubelet makes mains wait for native sidecars without any bound, so the margin is
+/// generous: a main that gives up too early would fail a Job that would succeed.
+pub const BIRTH_MARGIN: u64 = 300;
 
 /// Who orders the start: the supervisor (`wrap`: birth dependencies), or the kubelet
 /// (`native-wrap`: native sidecars start in order, each after its startupProbe).
