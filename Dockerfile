@@ -37,9 +37,10 @@ RUN cargo build --release --locked -p sexton \
  && /sexton-slim quick-exit --any args \
  && ! ldd /sexton 2>/dev/null
 
+# (profile release-nolto, as scripts/images.sh builds it: Cargo.toml says why)
 FROM build AS build-controller
-RUN cargo build --release --locked -p kubectl-sexton \
- && cp target/release/kubectl-sexton /kubectl-sexton \
+RUN cargo build --profile release-nolto --locked -p kubectl-sexton \
+ && cp target/release-nolto/kubectl-sexton /kubectl-sexton \
  && /kubectl-sexton --version \
  && ! ldd /kubectl-sexton 2>/dev/null
 

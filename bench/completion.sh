@@ -41,10 +41,11 @@ OUT=target/bench
 GEN=$OUT/completion
 mkdir -p "$GEN"
 STRATEGIES=wrap,kubexit,native,controller,native-wrap
-CTL=target/x86_64-unknown-linux-gnu/release/kubectl-sexton
+CTL=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
 
-# kubectl-sexton from the root build; the node's images (sexton:e2e, ...) are built by `up`.
-cargo build --release >&2
+# kubectl-sexton as it ships for linux/amd64 (Cargo.toml, profile release-nolto); the
+# node's images (sexton:e2e, ...) are those of scripts/images.sh, imported by `up`.
+(. scripts/lib.sh && build_workspace >&2)
 eval "$(scripts/e2e-cluster.sh up)"
 export KUBECONFIG
 

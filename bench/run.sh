@@ -9,7 +9,10 @@
 # Needs root (PID namespaces), gcc, Go (for kubexit), python3 with matplotlib.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=target/bench; mkdir -p "$OUT"
+ROOT=$PWD
+# Absolute paths only: `cargo bench -p sexton` runs the harness in crates/sexton, so a
+# relative path handed to it would point nowhere (kubexit's child never started).
+OUT="$ROOT/target/bench"; mkdir -p "$OUT"
 ONLY_CPU=false
 for a in "$@"; do [ "$a" = --only-cpu ] && ONLY_CPU=true; done
 
@@ -26,18 +29,18 @@ if ! $ONLY_CPU; then
   export CC_x86_64_unknown_linux_musl=musl-gcc
   if command -v musl-gcc >/dev/null && rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 \
      && cargo build --release --quiet -p sexton --target x86_64-unknown-linux-musl; then
-    MUSL=(--sexton-musl target/x86_64-unknown-linux-musl/release/sexton)
+    MUSL=(--sexton-musl "$ROOT/target/x86_64-unknown-linux-musl/release/sexton")
   else
     echo "(no musl target: measuring the static glibc build only)" >&2
   fi
   # the slim build (no Kubernetes API client) in a target dir of its own
-  cargo build --release --quiet -p sexton --no-default-features --target-dir target/slim
-  SLIM=(--sexton-slim target/slim/x86_64-unknown-linux-gnu/release/sexton)
+  cargo build --release --quiet -p sexton --no-default-features --target-dir "$ROOT/target/slim"
+  SLIM=(--sexton-slim "$ROOT/target/slim/x86_64-unknown-linux-gnu/release/sexton")
 fi
 # the in-pod binary as shipped: built alone (see Cargo.toml on feature unification)
 cargo build --release --quiet -p sexton
 # The measured sexton is a copy: a concurrent cargo build must not swap it mid-run.
-cp target/x86_64-unknown-linux-gnu/release/sexton "$OUT/sexton"
+cp "$ROOT/target/x86_64-unknown-linux-gnu/release/sexton" "$OUT/sexton"
 cargo bench -p sexton --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --churn "$OUT/churn" \
   --sexton "$OUT/sexton" --out "$OUT" "${MUSL[@]}" "${SLIM[@]}" "$@"
 python3 bench/report.py "$OUT/results.json" BENCHMARKS.md bench/latency-cdf.png

@@ -68,7 +68,7 @@ git archive "$COMMIT" | tar -x -C "$SRC"
 [ -f "$SRC/crates/kubectl-sexton/benches/scale/main.rs" ] || die "$REV has no crates/kubectl-sexton/benches/scale"
 log "building the release controller and the harness of $COMMIT (in $SRC)"
 (cd "$SRC" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target-scale}" \
-  cargo build --release -p kubectl-sexton --bin kubectl-sexton --bench scale \
+  cargo build --profile release-nolto --locked -p kubectl-sexton --bin kubectl-sexton --bench scale \
   --message-format=json-render-diagnostics) >"$WORK/cargo.json"
 read -r BUILT HARNESS < <(python3 - "$WORK/cargo.json" <<'EOF'
 import json, sys

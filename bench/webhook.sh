@@ -64,8 +64,9 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 
 COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates Cargo.lock || echo '+changes')"
 if [ -z "$BIN" ]; then
-  cargo build --release -p kubectl-sexton >&2
-  BIN=target/x86_64-unknown-linux-gnu/release/kubectl-sexton
+  # the build that ships for linux/amd64 (Cargo.toml, profile release-nolto)
+  (. scripts/lib.sh && build_workspace >&2)
+  BIN=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
   BUILT="built from \`$COMMIT\`"
 else
   # a binary built by someone else: its date says which tree it is (copy it with cp -p),

@@ -62,10 +62,9 @@ lib_init e2e "$E2E_STATE"
 eval "$("$ROOT/scripts/e2e-cluster.sh" up)"
 export KUBECONFIG
 M="$ROOT/e2e/manifests"
-CTL_BIN="$ROOT/target/x86_64-unknown-linux-gnu/release/kubectl-sexton"
-# built alone, as scripts/images.sh builds it (made already by scripts/test.sh): a
-# workspace build would unify the in-pod binary's features into it and link it once more
-(cd "$ROOT" && cargo build --release -p kubectl-sexton >&2)
+# the shipped linux/amd64 binary (scripts/images.sh, run by scripts/test.sh before this)
+CTL_BIN="$ROOT/target/images/bin/linux-amd64/kubectl-sexton"
+[ -x "$CTL_BIN" ] || die "$CTL_BIN is missing: run scripts/images.sh first"
 kubectl apply --server-side -f "$ROOT/deploy/crd-ephemeraljob.yaml" >/dev/null
 kubectl wait --for=condition=Established --timeout=30s crd/ephemeraljobs.sexton.dev >/dev/null
 

@@ -21,7 +21,11 @@
 # commit and binaries give the same digests.
 #
 #   scripts/images.sh            build everything, then check
-#   scripts/images.sh binaries   only the binaries
+#   scripts/images.sh binaries   only the binaries (both families, checked)
+#   scripts/images.sh in-pod     only sexton and sexton-slim (not checked)
+#   scripts/images.sh cluster    only kubectl-sexton (not checked)
+#   scripts/images.sh package    the images from the binaries built, then check
+#   scripts/images.sh tools      only install what it needs
 #   scripts/images.sh check      only the check (of what is in target/images)
 #   scripts/images.sh refs       one line per image: LAYOUT-DIR TAG SHIPPED-REFERENCE DIGEST
 #
@@ -30,6 +34,8 @@
 # missing (apt). buildah's storage: ~/.cache/sexton-images (vfs, emptied after each build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh    # (build_workspace)
 ROOT=$PWD
 OUT="$ROOT/target/images"
 REPO=${SEXTON_IMAGE_REPO:-ghcr.io/sexton-dev}
@@ -90,25 +96,58 @@ static_for() {
   fi
 }
 
-# Each binary built alone (-p): a workspace build would unify features and give the
-# in-pod binary some of the cluster side's (Cargo.toml).
-binaries() {
-  local p arch target dir rel
+# The in-pod binary, its slim variant and kubectl-sexton for both platforms:
+# - sexton and sexton-slim from profile release (LTO), each built alone (-p): a workspace
+#   build would unify features and give the in-pod binary some of the cluster side's
+#   (Cargo.toml). Both platforms in one cargo, so that one's single-threaded LTO link runs
+#   while the other compiles.
+# - kubectl-sexton from profile release-nolto (Cargo.toml says why): for linux/amd64 the
+#   workspace build the tests run (lib.sh build_workspace), so the tests test the shipped
+#   binary; for linux/arm64 built alone.
+# The two families are separate steps (in-pod, cluster) so that scripts/test.sh can build
+# the first in the background while the tests run: profile release takes cargo's lock of
+# target/release, the tests that of target/release-nolto.
+in_pod_binaries() {
+  local p targets=()
+  for p in "${PLATFORMS[@]}"; do targets+=(--target "${p#*:}"); done
+  log "building sexton and sexton-slim for ${PLATFORMS[*]%%:*}"
+  cargo build --release --locked "${targets[@]}" -p sexton
+  copy_each release sexton sexton
+  cargo build --release --locked "${targets[@]}" -p sexton --no-default-features
+  copy_each release sexton sexton-slim
+}
+
+cluster_binaries() {
+  log "building kubectl-sexton (linux/amd64: the tests' workspace build; linux/arm64 alone)"
+  build_workspace    # (x86_64-unknown-linux-gnu: .cargo/config.toml's default target)
+  cargo build --profile release-nolto --locked --target aarch64-unknown-linux-gnu -p kubectl-sexton
+  copy_each release-nolto kubectl-sexton kubectl-sexton
+}
+
+# Each binary is static for its machine and runs (arm64: emulated); quick-exit ignores
+# whatever arguments it gets.
+verify_binaries() {
+  local p arch dir b
   for p in "${PLATFORMS[@]}"; do
-    arch=${p%%:*} target=${p#*:} dir="$OUT/bin/linux-$arch" rel="$ROOT/target/${p#*:}/release"
-    mkdir -p "$dir"
-    log "building for linux/$arch ($target)"
-    nice -n 10 cargo build --release --locked --target "$target" -p sexton
-    cp "$rel/sexton" "$dir/sexton"
-    nice -n 10 cargo build --release --locked --target "$target" -p sexton --no-default-features
-    cp "$rel/sexton" "$dir/sexton-slim"
-    nice -n 10 cargo build --release --locked --target "$target" -p kubectl-sexton
-    cp "$rel/kubectl-sexton" "$dir/kubectl-sexton"
-    for b in sexton sexton-slim kubectl-sexton; do static_for "$arch" "$dir/$b"; done
-    # they run (arm64: emulated); quick-exit ignores whatever arguments it gets
+    arch=${p%%:*} dir="$OUT/bin/linux-$arch"
+    for b in sexton sexton-slim kubectl-sexton; do
+      [ -x "$dir/$b" ] || die "$dir/$b was not built"
+      static_for "$arch" "$dir/$b"
+    done
     run "$arch" "$dir/sexton" --version >/dev/null || die "$dir/sexton --version failed"
     run "$arch" "$dir/sexton-slim" quick-exit --any args 2>/dev/null || die "$dir/sexton-slim quick-exit failed"
     run "$arch" "$dir/kubectl-sexton" --version >/dev/null || die "$dir/kubectl-sexton --version failed"
+  done
+}
+
+# copy_each PROFILE BINARY NAME: target/<triple>/PROFILE/BINARY of each platform to
+# bin/linux-<arch>/NAME.
+copy_each() {
+  local p dir
+  for p in "${PLATFORMS[@]}"; do
+    dir="$OUT/bin/linux-${p%%:*}"
+    mkdir -p "$dir"
+    cp "$ROOT/target/${p#*:}/$1/$2" "$dir/$3"
   done
 }
 
@@ -189,9 +228,13 @@ print(next((m["digest"] for m in json.load(open(sys.argv[1]))["manifests"]
 }
 
 case "${1:-build}" in
-  build) need_tools; binaries; images; check ;;
-  binaries) need_tools; binaries ;;
+  build) need_tools; in_pod_binaries; cluster_binaries; verify_binaries; images; check ;;
+  binaries) need_tools; in_pod_binaries; cluster_binaries; verify_binaries ;;
+  in-pod) need_tools; in_pod_binaries ;;
+  cluster) need_tools; cluster_binaries ;;
+  package) need_tools; verify_binaries; images; check ;;
+  tools) need_tools ;;
   check) check ;;
   refs) refs ;;
-  *) echo "usage: $0 [build|binaries|check|refs]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|binaries|in-pod|cluster|package|tools|check|refs]" >&2; exit 2 ;;
 esac

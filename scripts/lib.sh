@@ -15,6 +15,13 @@ CACHE_ROOT="${SEXTON_TESTENV_CACHE:-$HOME/.cache/sexton-testenv}"
 # shellcheck disable=SC2034
 CACHE="$CACHE_ROOT/$K8S_VERSION"
 
+# The workspace build that the tests run and that kubectl-sexton ships from for linux/amd64
+# (scripts/images.sh takes its binary from target/x86_64-unknown-linux-gnu/release-nolto):
+# one command, so that both get the very same build (Cargo.toml, profile release-nolto). The
+# benches are included: their harness must keep compiling, and any other choice of targets
+# would resolve other features and build the binary a second time.
+build_workspace() { (cd "$ROOT" && cargo build --profile release-nolto --locked --benches "$@"); }
+
 # lib_init NAME STATE_DIR: NAME prefixes every message; STATE_DIR holds the pid files and logs.
 # A relative STATE_DIR is refused: pid files would land in whatever directory the script
 # runs from (a scheduler.pid was once committed at the repository's root).

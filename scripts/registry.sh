@@ -17,13 +17,15 @@
 #   scripts/registry.sh down    stop what `up` started (by PID) and remove its state
 #   scripts/registry.sh status  say whether it is up
 #
-# Settings (environment): SEXTON_REGISTRY_STATE (default /tmp/sexton-registry),
-# SEXTON_REGISTRY_PORT (15000: the first of four consecutive ports). Helpers: scripts/lib.sh.
+# Settings (environment): SEXTON_REGISTRY_STATE (default /tmp/sexton-registry, or
+# /tmp/sexton-registry-PORT with SEXTON_REGISTRY_PORT set), SEXTON_REGISTRY_PORT (15000: the
+# first of four consecutive ports). Helpers: scripts/lib.sh.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
-STATE="${SEXTON_REGISTRY_STATE:-/tmp/sexton-registry}"
+# (registries on other ports get a state directory of their own unless told otherwise)
+STATE="${SEXTON_REGISTRY_STATE:-/tmp/sexton-registry${SEXTON_REGISTRY_PORT:+-$SEXTON_REGISTRY_PORT}}"
 lib_init registry "$STATE"
 # (not 5000: where systemd runs, Debian's docker-registry package starts a registry there)
 BASE="${SEXTON_REGISTRY_PORT:-15000}"

@@ -1,37 +1,75 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests of the pure core, integration tests that run the real
-# (static, release) binary as PID 1 of separate PID namespaces, and tests against a real
-# kube-apiserver built from Go modules (crates/*/tests). Installs and builds what it needs.
+# (static, release) binary as PID 1 of separate PID namespaces, tests against a real
+# kube-apiserver built from Go modules (crates/*/tests), the arm64 build under emulation,
+# end-to-end scenarios on a real node, and the release rehearsal. Installs and builds what
+# it needs. `scripts/test.sh --help` lists the stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh    # (build_workspace)
+
+usage() {
+  cat <<'EOF'
+usage: scripts/test.sh                 every stage below, in order (CI: .ci/run)
+       scripts/test.sh --quick         the contributor's loop: unit, property and in-pod
+                                       integration tests; no Go, no control plane, no images
+                                       (a few minutes warm)
+       scripts/test.sh --stage NAME    one stage, with what it needs built or started first
+       scripts/test.sh CARGO-TEST-ARGS the `test` stage with these arguments for cargo test
+                                       (e.g. -p sexton --test faults_graveyard), after the
+                                       builds and services it needs; no arm64, e2e, release
+       scripts/test.sh --help
+
+stages (each prints its minutes at the end of the run; a failure prints the command that
+reruns the failing test alone):
+  setup    packages the tests use (apt-get), PID namespaces
+  layers   the crates' dependency rules (cargo tree; docs/architecture.md)
+  images   the shipped static binaries (linux/amd64, linux/arm64, release profile with LTO)
+           and their OCI images, checked against the Dockerfile    (scripts/images.sh)
+  build    the workspace with profile release-nolto, benches included (cargo build)
+  lint     helm lint of the chart, deploy/ rendered from it, actionlint of the workflows
+  test     cargo test: every crate's tests, against the test API server
+           (scripts/testenv.sh) and registries (scripts/registry.sh), started here
+  arm64    the in-pod integration tests again with the shipped arm64 binary under
+           qemu-aarch64-static
+  e2e      end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images)
+  release  the release rehearsal into the local registry (scripts/release.sh local)
+
+Services this script starts are stopped at its end; one already running is reused and left.
+Without this script: `scripts/testenv.sh up` and `scripts/registry.sh up`, then
+`cargo test --profile release-nolto [--workspace --test FILE -- --exact NAME]` (the whole
+workspace, so that the build is the full run's: a subset of it resolves other features and
+builds every dependency again).
+EOF
+}
+
+MODE=full STAGE="" CARGO_ARGS=()
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  --quick) MODE=quick; [ $# -eq 1 ] || { usage >&2; exit 2; } ;;
+  --stage)
+    MODE=stage STAGE=${2:-}
+    case "$STAGE" in
+      setup|layers|images|build|lint|test|arm64|e2e|release) ;;
+      *) echo "test.sh: --stage needs one of setup layers images build lint test arm64 e2e release, not '${STAGE}'" >&2; exit 2 ;;
+    esac
+    [ $# -eq 2 ] || { usage >&2; exit 2; } ;;
+  "") ;;
+  *) MODE=cargo CARGO_ARGS=("$@") ;;
+esac
 
 need() { command -v "$1" >/dev/null 2>&1; }
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+APT_UPDATED=0
 apt_install() {
   if need apt-get; then
-    $SUDO apt-get update -qq >/dev/null && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    [ $APT_UPDATED = 1 ] || { $SUDO apt-get update -qq >/dev/null; APT_UPDATED=1; }
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
   else
     echo "missing: $* (install it with your package manager)" >&2; exit 1
   fi
 }
-need cargo || { echo "cargo not found: install Rust (https://rustup.rs) first" >&2; exit 1; }
-need unshare || apt_install util-linux
-need mkfifo || apt_install coreutils
-need setpriv || apt_install util-linux
-need python3 || apt_install python3
-# bindfs (FUSE) gives a real filesystem on which inotify delivers nothing for writes made
-# by other "containers": the failure mode of sandboxes such as gVisor.
-need bindfs || apt_install bindfs
-need fusermount || need fusermount3 || apt_install fuse3
-
-# The integration tests create PID namespaces: root, or unprivileged user namespaces.
-if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
-  echo "the integration tests need to create PID namespaces (run as root)" >&2
-  exit 1
-fi
-
-need openssl || apt_install openssl
-need readelf || apt_install binutils
 
 # timed NAME CMD...: runs CMD, adding its minutes to the summary printed at the end.
 TIMES=""
@@ -41,8 +79,182 @@ timed() {
   TIMES="$TIMES $name $(( (SECONDS - t0 + 30) / 60 ))"
 }
 
-# The supervisor's integration tests under emulation: all of them (api, faults_*, resilience,
-# supervisor; 68 tests) but five that observe what qemu-user changes, not sexton:
+# ---- setup ---------------------------------------------------------------------------
+
+# What every stage needs; `go` only where the control plane, the node or the chart tools
+# are built.
+setup() {
+  need cargo || { echo "cargo not found: install Rust (https://rustup.rs) first" >&2; exit 1; }
+  local missing=()
+  need unshare || missing+=(util-linux)
+  need mkfifo || missing+=(coreutils)
+  need setpriv || missing+=(util-linux)
+  need python3 || missing+=(python3)
+  # bindfs (FUSE) gives a real filesystem on which inotify delivers nothing for writes made
+  # by other "containers": the failure mode of sandboxes such as gVisor.
+  need bindfs || missing+=(bindfs)
+  need fusermount || need fusermount3 || missing+=(fuse3)
+  need openssl || missing+=(openssl)
+  need readelf || missing+=(binutils)
+  [ $MODE = quick ] || need shellcheck || missing+=(shellcheck)   # (actionlint runs it)
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  # The integration tests create PID namespaces: root, or unprivileged user namespaces.
+  if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
+    echo "the integration tests need to create PID namespaces (run as root)" >&2
+    exit 1
+  fi
+}
+
+need_go() {
+  need go || { echo "Go >= 1.24 is needed to build the test control plane (testenv/go.mod)" >&2; exit 1; }
+  # kubectl: the machine's, else one built from the same Kubernetes release
+  need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
+}
+
+# ---- background builds ----------------------------------------------------------------
+
+# bg NAME NICENESS CMD...: runs CMD in a session of its own (so that the EXIT trap stops it
+# with its children), its output in $TMPDIR/sexton-test-NAME.log; wait_bg NAME: waits for
+# it, and on failure shows its output and fails the run.
+declare -A BG=()
+bg() {
+  local name=$1 n=$2; shift 2
+  setsid nice -n "$n" "$@" >"${TMPDIR:-/tmp}/sexton-test-$name.log" 2>&1 </dev/null &
+  BG[$name]=$!
+}
+wait_bg() {
+  [ -n "${BG[$1]:-}" ] || return 0
+  wait "${BG[$1]}" && { unset "BG[$1]"; return 0; }
+  cat "${TMPDIR:-/tmp}/sexton-test-$1.log" >&2
+  echo "test.sh: the background build '$1' failed (output above)" >&2; exit 1
+}
+
+# The test control plane (etcd, kube-apiserver, kube-controller-manager) for the tests
+# against the API server, and on a full run the e2e node's kubelet and kube-scheduler, are
+# built from Go modules on first use (scripts/testenv.sh, cached in ~/.cache/sexton-testenv),
+# as are helm and actionlint (scripts/tools.sh, ~/.cache/sexton-tools): on a new machine
+# ~20 minutes of builds, which run in the background while the Rust binaries build. The
+# release profile's LTO keeps one core busy for minutes at a time and leaves the other
+# idle; one after the other, the two took over half of a cold run.
+start_go_builds() {
+  local plane=(kube-apiserver kube-controller-manager etcd)
+  [ "$1" = node ] && plane+=(kubelet kube-scheduler)   # (one go build: see testenv.sh)
+  # shellcheck disable=SC2016  # (expanded by the inner shell)
+  bg go-builds 0 bash -c 'set -e; scripts/tools.sh helm; scripts/tools.sh actionlint
+    scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook' _ "${plane[@]}"
+}
+
+# The release step's tools (cosign, cargo-cyclonedx, krew: ~13 minutes of builds when not
+# cached) are built ahead, in the background at the lowest priority: the tests leave a core
+# idle much of the time. scripts/tools.sh's lock makes the release step wait for a build
+# still under way rather than start a second one.
+start_release_tools() {
+  # shellcheck disable=SC2016  # (expanded by the inner shell)
+  bg release-tools 19 bash -c 'for t in cosign cargo-cyclonedx krew; do scripts/tools.sh "$t" || true; done'
+}
+
+# ---- services -------------------------------------------------------------------------
+
+# The control plane is started on 127.0.0.1, and stopped again at the end if this run
+# started it (with the e2e node: a failed `down`, such as a containerd shim left behind,
+# fails the run). The same for the test registries of tests/registry.rs (scripts/registry.sh:
+# Debian's docker-registry and skopeo, installed by `up` if missing).
+STOP_TESTENV=0 STOP_REGISTRY=0
+services() {
+  scripts/testenv.sh status >/dev/null 2>&1 || STOP_TESTENV=1
+  scripts/registry.sh status >/dev/null 2>&1 || STOP_REGISTRY=1
+  scripts/testenv.sh up
+  scripts/registry.sh up
+}
+
+# shellcheck disable=SC2154  # rc is assigned by the trap itself
+trap 'rc=$?
+  for pid in "${BG[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
+  if [ $STOP_TESTENV = 1 ]; then scripts/e2e-cluster.sh down || rc=1; scripts/testenv.sh down; fi
+  if [ $STOP_REGISTRY = 1 ]; then scripts/registry.sh down || rc=1; fi
+  [ $rc = 0 ] || [ -z "${RERUN:-}" ] || printf "\ntest.sh: to rerun what failed alone:\n%s\n" "$RERUN" >&2
+  exit $rc' EXIT
+
+# ---- stages ---------------------------------------------------------------------------
+
+# The layers (docs/architecture.md): the in-pod binary links none of the cluster side's
+# crates, and the pure core nothing that does I/O.
+forbidden() { # package, regex of crates it must not depend on
+  local found
+  found=$(cargo tree -p "$1" -e normal --prefix none | sed 's/ .*//' | grep -E "^($2)\$" | sort -u || true)
+  if [ -n "$found" ]; then
+    echo "$1 depends on $(echo $found): see docs/architecture.md" >&2; exit 1
+  fi
+}
+layers() {
+  forbidden sexton 'kube-runtime|kube-derive|kube-lease-manager|prometheus-client|schemars|axum|tokio-macros'
+  forbidden sexton-core 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2'
+  forbidden sexton-inject 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2|reqwest|oci-client'
+  forbidden sexton 'sexton-inject'
+}
+
+# The images that ship (scripts/images.sh): the static binaries for linux/amd64 and
+# linux/arm64 (cross-compiled), the three multi-platform OCI images built from them, and the
+# check that they are what the Dockerfile describes. The e2e node runs these images.
+images() { scripts/images.sh; }
+
+# The whole workspace: the pure core, the in-pod binary and the cluster-side binary, with
+# profile release-nolto (Cargo.toml says why); done already by `images` on a full run, whose
+# linux/amd64 kubectl-sexton it is.
+build() { build_workspace; }
+
+# The chart and the workflows. The chart's server-side dry runs are in
+# crates/kubectl-sexton/tests/chart.rs.
+lint() {
+  HELM="$(scripts/tools.sh helm)"; export HELM
+  "$HELM" lint --strict charts/sexton
+  scripts/manifests.sh check              # deploy/ is the chart rendered
+  "$(scripts/tools.sh actionlint)" .github/workflows/*.yaml
+}
+
+# cargo_test PREFIX ARGS...: cargo test, its output also kept, so that a failure names the
+# command that reruns just the failing tests (PREFIX: environment to repeat, or "").
+cargo_test() {
+  local prefix=$1 out rc=0; shift
+  out=$(mktemp "${TMPDIR:-/tmp}/sexton-test-cargo.XXXXXX")
+  cargo test --profile release-nolto "$@" 2>&1 | tee "$out" || rc=$?
+  [ "$rc" = 0 ] || RERUN=$(rerun_hint "$prefix" "$out")
+  rm -f "$out"
+  return "$rc"
+}
+
+# rerun_hint PREFIX LOG: from cargo test's output, one command per failed test binary that
+# runs just its failed tests (cargo names the binary: "to rerun pass `-p X --test Y`"). The
+# command selects the workspace, not the package: a subset of the packages resolves other
+# features and would rebuild every dependency (test names are unique in the workspace).
+rerun_hint() {
+  python3 - "$1" "$2" <<'EOF'
+import re, sys
+prefix, log = sys.argv[1], open(sys.argv[2], errors="replace").read()
+failed, names, out = [], [], []
+for line in log.splitlines():
+    m = re.match(r"^---- (\S+) stdout ----", line)
+    if m:
+        names.append(m.group(1))
+    m = re.search(r"to rerun pass `([^`]+)`", line) or re.match(r"^\s+`(-p [^`]+)`$", line)
+    if m:
+        failed.append(m.group(1))
+for target in failed:
+    target = re.sub(r"-p \S+", "--workspace", target)
+    exact = " ".join(names) if len(failed) == 1 and names else ""
+    tail = f" -- --exact {exact}" if exact else ""
+    out.append(f"  {prefix}cargo test --profile release-nolto {target}{tail}")
+print("\n".join(out) or f"  {prefix}cargo test --profile release-nolto  (no failing test named: see the output above)")
+EOF
+}
+
+cargo_tests() { cargo_test "" "$@"; }
+
+# The in-pod binary for arm64, emulated: the supervisor's integration tests again, each
+# container now the shipped arm64 build (SEXTON_TEST_BIN), which the kernel hands to
+# qemu-aarch64-static (binfmt_misc; registered here if the machine has none). The test
+# harness stays native. All of them (api, faults_*, resilience, supervisor) but five that
+# observe what qemu-user changes, not sexton:
 #  - huge_file_at_tombstone_path_is_not_read_whole measures sexton's peak RSS: qemu's;
 #  - child_killed_by_realtime_signal_exits_128_plus_n_with_the_signal_named and
 #    realtime_stop_signal_during_birth_wait_ends_without_starting_the_child: qemu-user keeps
@@ -52,9 +264,19 @@ timed() {
 #    /proc/PID/exe and signal mask: the emulator's;
 #  - orphans_are_reaped_as_pid1_and_as_subreaper: qemu-user 7.2 refuses
 #    PR_SET_CHILD_SUBREAPER (EINVAL), so sexton cannot reap as a non-PID-1 subreaper there.
-# The names are unique in the workspace, so the test binaries of the run above are reused.
+# The names are unique in the workspace, so the test binaries of the test stage are reused.
 ARM64_TESTS=(--test supervisor --test faults_process --test faults_graveyard --test faults_extra --test resilience --test api)
 ARM64_SKIP=(--skip huge_file_at_tombstone_path_is_not_read_whole --skip child_killed_by_realtime_signal_exits_128_plus_n_with_the_signal_named --skip realtime_stop_signal_during_birth_wait_ends_without_starting_the_child --skip sigterm_while_waiting_for_own_lock_ends_without_starting_the_child --skip orphans_are_reaped_as_pid1_and_as_subreaper)
+# Every bounded wait of these tests is stretched by SEXTON_TEST_SLOWDOWN (testbed's
+# `slowdown`): the emulated binary runs its start-up and system calls several times slower
+# than the native one (measured here: the same tests take EMULATION_FACTOR times as long).
+EMULATION_FACTOR=5
+arm64() {
+  arm64_emulation
+  local -x SEXTON_TEST_BIN="$PWD/target/images/bin/linux-arm64/sexton" SEXTON_TEST_SLOWDOWN=$EMULATION_FACTOR
+  cargo_test "SEXTON_TEST_BIN=$SEXTON_TEST_BIN SEXTON_TEST_SLOWDOWN=$SEXTON_TEST_SLOWDOWN " \
+    "${ARM64_TESTS[@]}" -- --exact "${ARM64_SKIP[@]}"
+}
 # An aarch64 binary executed on another machine runs under qemu-aarch64-static: Debian's
 # qemu-user-static registers it with binfmt_misc (flag F: the interpreter is opened at
 # registration, so it also runs in other mount namespaces, unshare --mount-proc's).
@@ -71,113 +293,79 @@ arm64_emulation() {
   grep -q '^flags: .*F' "$bm/qemu-aarch64" \
     || { echo "$bm/qemu-aarch64 lacks flag F: the arm64 binary would not run in the tests' mount namespaces" >&2; exit 1; }
 }
-need go || { echo "Go >= 1.24 is needed to build the test control plane (testenv/go.mod)" >&2; exit 1; }
-# kubectl: the machine's, else one built from the same Kubernetes release
-need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
-
-need shellcheck || apt_install shellcheck   # (actionlint runs it on the workflows' scripts)
-
-# Background builds. bg NAME NICENESS CMD...: runs CMD in a session of its own (so that the
-# EXIT trap stops it with its children), its output in $TMPDIR/sexton-test-NAME.log;
-# wait_bg NAME: waits for it, and on failure shows its output and fails the run.
-declare -A BG=()
-bg() {
-  local name=$1 n=$2; shift 2
-  setsid nice -n "$n" "$@" >"${TMPDIR:-/tmp}/sexton-test-$name.log" 2>&1 </dev/null &
-  BG[$name]=$!
-}
-wait_bg() {
-  wait "${BG[$1]}" && return 0
-  cat "${TMPDIR:-/tmp}/sexton-test-$1.log" >&2
-  echo "test.sh: the background build '$1' failed (output above)" >&2; exit 1
-}
-
-# The test control plane (etcd, kube-apiserver, kube-controller-manager) for the tests
-# against the API server, and on a full run the e2e node's kubelet and kube-scheduler, are
-# built from Go modules on first use (scripts/testenv.sh, cached in ~/.cache/sexton-testenv),
-# as are helm and actionlint (scripts/tools.sh, ~/.cache/sexton-tools): on a new machine
-# ~20 minutes of builds, which run in the background while the Rust binaries build. The
-# release profile's LTO keeps one core busy for minutes at a time and leaves the other
-# idle; one after the other, the two took over half of a cold run.
-# The control plane is started on 127.0.0.1 after them, and stopped again at the end if
-# this run started it (with the e2e node: a failed `down`, such as a containerd shim left
-# behind, fails the run). The same for the test registries of tests/registry.rs
-# (scripts/registry.sh: Debian's docker-registry and skopeo, installed by `up` if missing).
-STOP_TESTENV=0 STOP_REGISTRY=0
-scripts/testenv.sh status >/dev/null 2>&1 || STOP_TESTENV=1
-scripts/registry.sh status >/dev/null 2>&1 || STOP_REGISTRY=1
-# shellcheck disable=SC2154  # rc is assigned by the trap itself
-trap 'rc=$?
-  for pid in "${BG[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
-  if [ $STOP_TESTENV = 1 ]; then scripts/e2e-cluster.sh down || rc=1; scripts/testenv.sh down; fi
-  if [ $STOP_REGISTRY = 1 ]; then scripts/registry.sh down || rc=1; fi
-  exit $rc' EXIT
-NODE_BINARIES=(true); [ $# -gt 0 ] || NODE_BINARIES=(scripts/testenv.sh build kubelet kube-scheduler)
-# shellcheck disable=SC2016  # (expanded by the inner shell)
-bg go-builds 10 bash -c 'set -e; scripts/tools.sh helm; scripts/tools.sh actionlint
-  scripts/testenv.sh build; scripts/testenv.sh old-webhook; "$@"' _ "${NODE_BINARIES[@]}"
-
-# The layers (docs/architecture.md): the in-pod binary links none of the cluster side's
-# crates, and the pure core nothing that does I/O.
-forbidden() { # package, regex of crates it must not depend on
-  local found
-  found=$(cargo tree -p "$1" -e normal --prefix none | sed 's/ .*//' | grep -E "^($2)\$" | sort -u || true)
-  if [ -n "$found" ]; then
-    echo "$1 depends on $(echo $found): see docs/architecture.md" >&2; exit 1
-  fi
-}
-forbidden sexton 'kube-runtime|kube-derive|kube-lease-manager|prometheus-client|schemars|axum|tokio-macros'
-forbidden sexton-core 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2'
-forbidden sexton-inject 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2|reqwest|oci-client'
-forbidden sexton 'sexton-inject'
-
-# The images that ship (scripts/images.sh): the static binaries for linux/amd64 and
-# linux/arm64 (cross-compiled), the three multi-platform OCI images built from them, and the
-# check that they are what the Dockerfile describes. The e2e node runs these images.
-timed images scripts/images.sh
-
-# The whole workspace: the pure core, the in-pod binary and the cluster-side binary.
-# (profile release-test: the release build without LTO, Cargo.toml says why)
-timed build cargo build --profile release-test --benches   # the harness must keep compiling
-timed go-builds wait_bg go-builds   # (usually done by now)
-
-# The chart and the workflows. The chart's server-side dry runs are in
-# crates/kubectl-sexton/tests/chart.rs.
-HELM="$(scripts/tools.sh helm)"; export HELM
-"$HELM" lint --strict charts/sexton
-scripts/manifests.sh check              # deploy/ is the chart rendered
-"$(scripts/tools.sh actionlint)" .github/workflows/*.yaml
-
-scripts/testenv.sh up
-scripts/registry.sh up
-
-# The release step's tools (cosign, cargo-cyclonedx, krew: ~13 minutes of builds when not
-# cached) are built ahead, in the background at the lowest priority: the tests leave a core
-# idle much of the time. scripts/tools.sh's lock makes the release step wait for a build
-# still under way rather than start a second one. Only for a full run.
-if [ $# -eq 0 ]; then
-  # shellcheck disable=SC2016  # (expanded by the inner shell)
-  bg release-tools 19 bash -c 'for t in cosign cargo-cyclonedx krew; do scripts/tools.sh "$t" || true; done'
-fi
-timed test cargo test --profile release-test "$@"
-
-# The in-pod binary for arm64, emulated: the supervisor's integration tests again, each
-# container now the arm64 build (SEXTON_TEST_BIN), which the kernel hands to
-# qemu-aarch64-static (binfmt_misc; registered here if the machine has none). The test
-# harness stays native. Only for a full run.
-if [ $# -eq 0 ]; then
-  arm64_emulation
-  SEXTON_TEST_BIN="$PWD/target/images/bin/linux-arm64/sexton" \
-    timed arm64 cargo test --profile release-test "${ARM64_TESTS[@]}" -- --exact "${ARM64_SKIP[@]}"
-fi
 
 # End to end on a real node (scripts/e2e-cluster.sh: containerd, runc, kubelet,
 # kube-scheduler, the images of scripts/images.sh; e2e/run.sh: the scenarios with real
-# Jobs). Only for a full run.
-if [ $# -eq 0 ]; then
-  timed e2e e2e/run.sh
-  # The release, as the workflow makes it, pushed to the local test registry
-  # (scripts/release.sh: binaries, SBOM, krew manifest, chart, signed checksums, images).
-  timed release scripts/release.sh local
-fi
+# Jobs). A failed scenario is rerun alone with `e2e/run.sh N`.
+e2e() { RERUN="  e2e/run.sh   (or e2e/run.sh N for scenario N: see its header)"; e2e/run.sh; RERUN=""; }
+
+# The release, as the workflow makes it, pushed to the local test registry
+# (scripts/release.sh: binaries, SBOM, krew manifest, chart, signed checksums, images).
+release() { RERUN="  scripts/release.sh local"; scripts/release.sh local; RERUN=""; }
+
+# The contributor's loop: everything that needs neither Go nor a control plane nor images,
+# built with the same profile as the full run (so each warms the other): the unit and
+# property tests of every crate, sexton-inject's golden files, and the in-pod integration
+# tests (real processes in PID namespaces) but api.rs, which talks to the API server.
+# --workspace, as the full run's build and tests: a subset of the packages would resolve
+# other features and build everything a second time.
+QUICK_TESTS=(--workspace --lib --bins
+  --test core_properties --test tombstone_fuzz --test golden --test admission
+  --test supervisor --test faults_process --test faults_graveyard --test faults_extra --test resilience --test docs)
+
+# ---- the run ----------------------------------------------------------------------------
+
+case $MODE in
+  quick)
+    setup
+    timed quick cargo_tests "${QUICK_TESTS[@]}" ;;
+  stage)
+    setup
+    case $STAGE in
+      setup) ;;
+      layers) timed layers layers ;;
+      images) timed images images ;;
+      build) timed build build ;;
+      lint) need_go; timed lint lint ;;
+      test) need_go; start_go_builds no-node; timed build build; timed go-builds wait_bg go-builds
+        services; timed test cargo_tests ;;
+      arm64) timed images images; timed build build; timed arm64 arm64 ;;
+      e2e) need_go; start_go_builds node; timed images images; timed go-builds wait_bg go-builds
+        services; timed e2e e2e ;;
+      release) start_release_tools; timed images images; timed release-tools wait_bg release-tools
+        timed release release ;;
+    esac ;;
+  cargo)
+    setup
+    need_go
+    start_go_builds no-node
+    timed build build
+    timed go-builds wait_bg go-builds
+    services
+    timed test cargo_tests "${CARGO_ARGS[@]}" ;;
+  full)
+    # A cold run is CPU-bound on two cores: everything not needed next is built in the
+    # background, at a priority that lets what is needed next go first, so that the
+    # stages that mostly wait (the tests, the node's scenarios, the release's pushes) leave
+    # no core idle. The Go builds at the priority of the foreground (the control plane is
+    # needed as soon as the workspace is built), the in-pod LTO builds (needed from the
+    # arm64 stage on) at 10, the release tools (needed last) at 19.
+    setup
+    need_go
+    scripts/images.sh tools      # (once, before two images.sh run at the same time)
+    start_go_builds node
+    start_release_tools
+    bg in-pod 10 scripts/images.sh in-pod
+    timed layers layers
+    timed cluster scripts/images.sh cluster   # (the build stage: the tests' workspace build)
+    timed go-builds wait_bg go-builds
+    timed lint lint
+    services
+    timed test cargo_tests
+    timed in-pod wait_bg in-pod
+    timed images scripts/images.sh package
+    timed arm64 arm64
+    timed e2e e2e
+    timed release release ;;
+esac
 echo "test.sh: minutes per step:${TIMES}"

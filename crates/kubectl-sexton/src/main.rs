@@ -3,19 +3,17 @@
 
 mod controller;
 mod doctor;
-mod http;
 mod inject;
-mod kube_client;
-mod logging;
-mod metrics;
-mod pod;
 mod results;
-mod service_flags;
-mod stuck;
+mod shared;
 mod version;
 mod webhook;
 
 use clap::{Parser, Subcommand};
+
+use shared::ephemeraljob;
+use shared::exit::Exit;
+use shared::logging;
 
 #[derive(Parser)]
 #[command(
@@ -45,16 +43,19 @@ enum Command {
 }
 
 fn main() {
-    // Usage errors exit 2 and --help/--version 0, from clap.
-    let code = match Cli::parse().command {
+    // Usage errors exit 2 and --help/--version 0, from clap; every other code is an `Exit`.
+    let exit = match Cli::parse().command {
         Command::Controller(flags) => controller::main(*flags),
         Command::Inject(flags) => inject::inject(*flags),
         Command::Uninject(flags) => inject::uninject(flags),
         Command::Webhook(flags) => webhook::main(*flags),
         Command::Doctor(flags) => doctor::main(*flags),
         Command::Ejob(cmd) => results::main(cmd),
-        Command::Crd => logging::stdout_line(controller::ejob::crd_yaml().trim_end()),
+        Command::Crd => {
+            logging::stdout_line(ephemeraljob::crd_yaml().trim_end());
+            Exit::Ok
+        }
         Command::Version(flags) => version::main(flags),
     };
-    std::process::exit(code);
+    std::process::exit(exit.code());
 }

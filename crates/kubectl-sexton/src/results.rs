@@ -4,18 +4,21 @@
 //! credentials: `get` on the job, `list` on pods, `get` on pods/log for `--logs`.
 
 use std::io::Write;
-use std::path::PathBuf;
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use clap::{Args, Subcommand, ValueEnum};
 use futures_util::{StreamExt, stream};
 use kube::api::{ListParams, LogParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::controller::ejob::{EphemeralJob, Relation, TargetResult, relation, result};
-use crate::kube_client;
-use crate::logging;
+use crate::shared::ephemeraljob::{
+    EphemeralJob, Refused, Relation, TargetResult, relation, result,
+};
+use crate::shared::exit::Exit;
+use crate::shared::kube_client::{ClientError, KubeFlags, namespace_or_default};
+use crate::shared::logging;
+use crate::shared::runtime::block_on;
 
 /// Logs read at once, and at most this much of each.
 const LOG_CONCURRENCY: usize = 4;
@@ -34,10 +37,8 @@ pub struct ResultsFlags {
     /// Its namespace (default: the kubeconfig context's)
     #[arg(short, long)]
     namespace: Option<String>,
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    #[arg(long)]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeFlags,
     #[arg(short, long, value_enum, default_value = "text")]
     output: Output,
     /// Also print the tail of each ephemeral container's log
@@ -54,36 +55,52 @@ enum Output {
     Json,
 }
 
-pub fn main(cmd: EjobCommand) -> i32 {
+pub fn main(cmd: EjobCommand) -> Exit {
     let EjobCommand::Results(flags) = cmd;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    let Ok(rt) = runtime else {
+    let Ok(done) = block_on(run(flags)) else {
         logging::stderr_line("kubectl-sexton: cannot start the async runtime");
-        return 1;
+        return Exit::Failed;
     };
-    match rt.block_on(run(flags)) {
-        Ok(()) => 0,
+    match done {
+        Ok(()) => Exit::Ok,
         Err(e) => {
             logging::stderr_line(&format!("kubectl-sexton ejob results: {e}"));
-            1
+            Exit::Failed
         }
     }
 }
 
-async fn run(flags: ResultsFlags) -> Result<(), String> {
-    let client = kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref())
-        .await
-        .map_err(|e| e.to_string())?;
-    let ns = flags
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
+/// Why `ejob results` could not say.
+#[derive(Debug, thiserror::Error)]
+enum ResultsError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("ephemeraljob {namespace}/{name}: {source}")]
+    Job {
+        namespace: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("listing pods in {namespace}: {source}")]
+    Pods {
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error("writing the output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+async fn run(flags: ResultsFlags) -> Result<(), ResultsError> {
+    let client = flags.kube.client().await?;
+    let ns = namespace_or_default(flags.namespace.as_deref(), &client);
     let job = Api::<EphemeralJob>::namespaced(client.clone(), &ns)
         .get(&flags.name)
         .await
-        .map_err(|e| format!("ephemeraljob {ns}/{}: {e}", flags.name))?;
+        .map_err(|source| ResultsError::Job {
+            namespace: ns.clone(),
+            name: flags.name.clone(),
+            source,
+        })?;
     let results = targets(&client, &ns, &job).await?;
     let refused = job
         .status
@@ -105,7 +122,7 @@ async fn run(flags: ResultsFlags) -> Result<(), String> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(out.as_bytes())
-        .map_err(|e| format!("writing the output: {e}"))
+        .map_err(ResultsError::Output)
 }
 
 /// The results of every injected container of every pod of the namespace holding ours.
@@ -113,11 +130,14 @@ async fn targets(
     client: &Client,
     ns: &str,
     job: &EphemeralJob,
-) -> Result<Vec<TargetResult>, String> {
+) -> Result<Vec<TargetResult>, ResultsError> {
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
-        .map_err(|e| format!("listing pods in {ns}: {e}"))?;
+        .map_err(|source| ResultsError::Pods {
+            namespace: ns.into(),
+            source,
+        })?;
     let mut all: Vec<TargetResult> = pods
         .items
         .iter()
@@ -134,7 +154,7 @@ async fn targets(
     Ok(all)
 }
 
-fn table(results: &[TargetResult], refused: &[crate::controller::ejob::Refused]) -> String {
+fn table(results: &[TargetResult], refused: &[Refused]) -> String {
     let mut rows =
         vec![["POD", "CONTAINER", "STATE", "EXIT", "DURATION", "MESSAGE"].map(String::from)];
     for r in results {

@@ -5,7 +5,6 @@
 //! is wrong, so whatever cannot be read becomes a line saying why ("not installed",
 //! "unreachable", "forbidden"): the command itself fails only on bad flags.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -15,8 +14,11 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
 
-use crate::inject::registry::timeout;
-use crate::{kube_client, logging};
+use crate::shared::exit::Exit;
+use crate::shared::kube_client::KubeFlags;
+use crate::shared::logging;
+use crate::shared::runtime::block_on;
+use crate::shared::values::timeout;
 
 const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 const CRD_NAME: &str = "ephemeraljobs.sexton.dev";
@@ -32,10 +34,8 @@ pub struct VersionFlags {
     /// The namespace sexton is installed in
     #[arg(short, long, default_value = "sexton-system")]
     namespace: String,
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    #[arg(long)]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeFlags,
     /// How long each request to the API server may take
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = timeout)]
     request_timeout: Duration,
@@ -118,24 +118,19 @@ pub struct Report {
     pub server: Option<ServerReport>,
 }
 
-pub fn main(flags: VersionFlags) -> i32 {
-    let report = if flags.client {
-        Report {
-            client: CLIENT_VERSION.into(),
-            server: None,
-        }
+pub fn main(flags: VersionFlags) -> Exit {
+    let server = if flags.client {
+        None
     } else {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build();
-        let Ok(rt) = runtime else {
+        let Ok(server) = block_on(server(&flags)) else {
             logging::stderr_line("kubectl-sexton version: cannot start the async runtime");
-            return 1;
+            return Exit::Failed;
         };
-        Report {
-            client: CLIENT_VERSION.into(),
-            server: Some(rt.block_on(server(&flags))),
-        }
+        Some(server)
+    };
+    let report = Report {
+        client: CLIENT_VERSION.into(),
+        server,
     };
     match flags.output {
         Output::Text => logging::stdout_line(text(&report).trim_end()),
@@ -143,16 +138,16 @@ pub fn main(flags: VersionFlags) -> i32 {
             &serde_json::to_string_pretty(&report).expect("the report serializes"),
         ),
     }
+    Exit::Ok
 }
 
 /// The server side, each part read on its own so that one failure hides nothing else.
 async fn server(flags: &VersionFlags) -> ServerReport {
     let namespace = flags.namespace.clone();
-    let client =
-        match kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref()).await {
-            Ok(c) => c,
-            Err(e) => return unreachable_report(namespace, e.to_string()),
-        };
+    let client = match flags.kube.client().await {
+        Ok(c) => c,
+        Err(e) => return unreachable_report(namespace, e.to_string()),
+    };
     let t = flags.request_timeout;
     let api_server = match bounded(t, client.apiserver_version()).await {
         Ok(info) => Found::Installed(info.git_version),

@@ -17,7 +17,7 @@ use crate::duration::{format_go_duration, parse_go_duration};
 use crate::endpoint::{HttpUrl, Probe};
 use crate::names::{parse_dep_list, validate_name, validate_subdomain};
 use crate::pre_stop::PreStop;
-use crate::settings::{Origin, Raw, Setting, setting};
+use crate::settings::{Id, Origin, Raw, Setting};
 use crate::signal::Signal;
 
 /// A value that is not one of a setting's fixed choices.
@@ -276,10 +276,10 @@ struct Reader<L> {
 impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
     /// An environment variable set to blanks counts as unset, as in kubexit (which reads
     /// `KUBEXIT_GRAVEYARD=""` as the default `/graveyard`), so sexton is a drop-in.
-    fn get(&self, id: &str) -> Value {
-        let setting = setting(id);
-        let given =
-            (self.lookup)(id).filter(|r| r.origin != Origin::Env || !r.value.trim().is_empty());
+    fn get(&self, id: Id) -> Value {
+        let setting = id.setting();
+        let given = (self.lookup)(id.as_str())
+            .filter(|r| r.origin != Origin::Env || !r.value.trim().is_empty());
         let raw = given.unwrap_or_else(|| Raw {
             value: setting.default.unwrap_or("").to_string(),
             origin: Origin::Default,
@@ -288,7 +288,7 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
     }
 
     fn name(&self) -> Result<String, ConfigError> {
-        let v = self.get("name");
+        let v = self.get(Id::Name);
         if v.text().is_empty() {
             let s = v.setting;
             return Err(v.missing(format!(
@@ -301,20 +301,20 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
 
     /// Paths are trimmed like every other value (`" /graveyard"` is not relative).
     fn graveyard(&self) -> Result<PathBuf, ConfigError> {
-        let v = self.get("graveyard");
+        let v = self.get(Id::Graveyard);
         if v.text().is_empty() {
             return Err(v.invalid(&"must not be empty"));
         }
         Ok(PathBuf::from(v.text()))
     }
 
-    fn deps(&self, id: &str, own_name: &str) -> Result<Vec<String>, ConfigError> {
+    fn deps(&self, id: Id, own_name: &str) -> Result<Vec<String>, ConfigError> {
         self.get(id).parse(|t| parse_dep_list(t, own_name))
     }
 
     /// A Go duration of at least `min` (`MORE_THAN_ZERO`: any positive one).
     #[inline(never)]
-    fn duration(&self, id: &str, min: Duration) -> Result<Duration, ConfigError> {
+    fn duration(&self, id: Id, min: Duration) -> Result<Duration, ConfigError> {
         let v = self.get(id);
         let d = v.parse(parse_go_duration)?;
         if d >= min {
@@ -329,7 +329,7 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
 
     /// Both or neither of pod name and namespace (from the downward API).
     fn pod(&self) -> Result<Option<PodRef>, ConfigError> {
-        let (pod, ns) = (self.get("pod_name"), self.get("namespace"));
+        let (pod, ns) = (self.get(Id::PodName), self.get(Id::Namespace));
         match (pod.text(), ns.text()) {
             ("", "") => Ok(None),
             (p, "") => Err(ns.missing(format!(
@@ -351,14 +351,14 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
         }
     }
 
-    fn optional_path(&self, id: &str) -> Option<PathBuf> {
+    fn optional_path(&self, id: Id) -> Option<PathBuf> {
         Some(self.get(id).text())
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     }
 
     fn pre_stop(&self) -> Result<Option<PreStop>, ConfigError> {
-        let v = self.get("pre_stop");
+        let v = self.get(Id::PreStop);
         if v.text().is_empty() {
             return Ok(None);
         }
@@ -366,7 +366,7 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
     }
 
     fn ready_probe(&self) -> Result<Option<Probe>, ConfigError> {
-        let v = self.get("ready_probe");
+        let v = self.get(Id::ReadyProbe);
         if v.text().is_empty() {
             return Ok(None);
         }
@@ -375,9 +375,9 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
 
     /// Shutdown endpoints are local-only unless remote ones are allowed explicitly.
     fn shutdown_hooks(&self) -> Result<Vec<HttpUrl>, ConfigError> {
-        let remote = self.get("shutdown_hooks_allow_remote");
+        let remote = self.get(Id::ShutdownHooksAllowRemote);
         let allow_remote = remote.parse(parse_bool)?;
-        let v = self.get("shutdown_hooks");
+        let v = self.get(Id::ShutdownHooks);
         let mut hooks = vec![];
         for item in v.text().split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let url = HttpUrl::parse(item).map_err(|p| v.invalid(&format!("{item:?}: {p}")))?;
@@ -415,31 +415,31 @@ impl Config {
         let name = r.name()?;
         Ok(Config {
             graveyard: r.graveyard()?,
-            death_deps: r.deps("death_deps", &name)?,
-            birth_deps: r.deps("birth_deps", &name)?,
-            grace_period: r.duration("grace_period", Duration::ZERO)?,
-            birth_timeout: r.duration("birth_timeout", Duration::ZERO)?,
-            term_signal: r.get("term_signal").parse(Signal::parse)?,
-            signal_group: r.get("signal_group").parse(parse_bool)?,
-            dep_exit_code: r.get("dep_exit_code").parse(DepExitCode::parse)?,
-            death_trigger: r.get("death_trigger").parse(DeathTrigger::parse)?,
-            death_deps_mode: r.get("death_deps_mode").parse(DeathDepsMode::parse)?,
-            hold_stop: r.get("hold_stop").parse(parse_bool)?,
-            pod_grace_period: r.duration("pod_grace_period", Duration::ZERO)?,
-            restart_child: r.get("restart_child").parse(parse_bool)?,
-            restart_backoff: r.duration("restart_backoff", Duration::from_millis(10))?,
+            death_deps: r.deps(Id::DeathDeps, &name)?,
+            birth_deps: r.deps(Id::BirthDeps, &name)?,
+            grace_period: r.duration(Id::GracePeriod, Duration::ZERO)?,
+            birth_timeout: r.duration(Id::BirthTimeout, Duration::ZERO)?,
+            term_signal: r.get(Id::TermSignal).parse(Signal::parse)?,
+            signal_group: r.get(Id::SignalGroup).parse(parse_bool)?,
+            dep_exit_code: r.get(Id::DepExitCode).parse(DepExitCode::parse)?,
+            death_trigger: r.get(Id::DeathTrigger).parse(DeathTrigger::parse)?,
+            death_deps_mode: r.get(Id::DeathDepsMode).parse(DeathDepsMode::parse)?,
+            hold_stop: r.get(Id::HoldStop).parse(parse_bool)?,
+            pod_grace_period: r.duration(Id::PodGracePeriod, Duration::ZERO)?,
+            restart_child: r.get(Id::RestartChild).parse(parse_bool)?,
+            restart_backoff: r.duration(Id::RestartBackoff, Duration::from_millis(10))?,
             pre_stop: r.pre_stop()?,
             pod: r.pod()?,
-            kubeconfig: r.optional_path("kubeconfig"),
-            watch: r.get("watch").parse(WatchMode::parse)?,
-            poll_interval: r.duration("poll_interval", Duration::from_millis(10))?,
+            kubeconfig: r.optional_path(Id::Kubeconfig),
+            watch: r.get(Id::Watch).parse(WatchMode::parse)?,
+            poll_interval: r.duration(Id::PollInterval, Duration::from_millis(10))?,
             ready_probe: r.ready_probe()?,
-            ready_interval: r.duration("ready_interval", Duration::from_millis(10))?,
-            ready_timeout: r.duration("ready_timeout", MORE_THAN_ZERO)?,
+            ready_interval: r.duration(Id::ReadyInterval, Duration::from_millis(10))?,
+            ready_timeout: r.duration(Id::ReadyTimeout, MORE_THAN_ZERO)?,
             shutdown_hooks: r.shutdown_hooks()?,
-            shutdown_hook_timeout: r.duration("shutdown_hook_timeout", MORE_THAN_ZERO)?,
-            log_format: r.get("log_format").parse(LogFormat::parse)?,
-            log_level: r.get("log_level").parse(LogLevel::parse)?,
+            shutdown_hook_timeout: r.duration(Id::ShutdownHookTimeout, MORE_THAN_ZERO)?,
+            log_format: r.get(Id::LogFormat).parse(LogFormat::parse)?,
+            log_level: r.get(Id::LogLevel).parse(LogLevel::parse)?,
             command: checked_command(command)?,
             name,
         })
@@ -460,398 +460,4 @@ pub fn parse_bool(s: &str) -> Result<bool, NotABool> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::settings::{Origin, Raw};
-    use std::collections::HashMap;
-
-    fn cfg(pairs: &[(&str, &str)], cmd: &[&str]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::from_lookup(
-            |id| {
-                map.get(id).map(|v| Raw {
-                    value: v.clone(),
-                    origin: Origin::Env,
-                })
-            },
-            cmd.iter().map(OsString::from).collect(),
-        )
-    }
-
-    #[test]
-    fn defaults() {
-        let c = cfg(&[("name", "sidecar")], &["sleep", "1"]).unwrap();
-        assert_eq!(c.name, "sidecar");
-        assert_eq!(c.graveyard, PathBuf::from("/graveyard"));
-        assert!(c.death_deps.is_empty());
-        assert!(c.birth_deps.is_empty());
-        assert_eq!(c.grace_period, Duration::from_secs(30));
-        assert_eq!(c.birth_timeout, Duration::from_secs(30));
-        assert_eq!(c.term_signal, Signal::SIGTERM);
-        assert!(!c.signal_group);
-        assert_eq!(c.dep_exit_code, DepExitCode::Zero);
-        assert_eq!(c.death_trigger, DeathTrigger::Any);
-        assert_eq!(c.log_format, LogFormat::Text);
-    }
-
-    #[test]
-    fn all_settings_parsed() {
-        let c = cfg(
-            &[
-                ("name", "proxy"),
-                ("graveyard", "/tmp/g"),
-                ("death_deps", " main , other,"),
-                ("birth_deps", "db"),
-                ("grace_period", "1m30s"),
-                ("birth_timeout", "500ms"),
-                ("term_signal", "int"),
-                ("signal_group", "true"),
-                ("dep_exit_code", "child"),
-                ("death_trigger", "success"),
-                ("log_format", "JSON"),
-            ],
-            &["envoy"],
-        )
-        .unwrap();
-        assert_eq!(c.death_deps, vec!["main", "other"]);
-        assert_eq!(c.birth_deps, vec!["db"]);
-        assert_eq!(c.grace_period, Duration::from_secs(90));
-        assert_eq!(c.birth_timeout, Duration::from_millis(500));
-        assert_eq!(c.term_signal, Signal::SIGINT);
-        assert!(c.signal_group);
-        assert_eq!(c.dep_exit_code, DepExitCode::Child);
-        assert_eq!(c.death_trigger, DeathTrigger::Success);
-        assert_eq!(c.log_format, LogFormat::Json);
-    }
-
-    /// (settings, command, what the error must say)
-    type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str], &'a str);
-
-    #[test]
-    fn config_errors_name_the_variable_and_value() {
-        let cases: &[Case] = &[
-            (&[], &["x"], "KUBEXIT_NAME: required"),
-            (&[("name", "  ")], &["x"], "KUBEXIT_NAME: required"),
-            (&[("name", "a/b")], &["x"], "invalid KUBEXIT_NAME=\"a/b\""),
-            (
-                &[("name", "..")],
-                &["x"],
-                "invalid KUBEXIT_NAME=\"..\": must be a plain name",
-            ),
-            (
-                &[("name", "Main")],
-                &["x"],
-                "invalid KUBEXIT_NAME=\"Main\": contains 'M'",
-            ),
-            (&[("name", "-a")], &["x"], "must start and end"),
-            (
-                &[("name", "a"), ("grace_period", "10")],
-                &["x"],
-                "invalid KUBEXIT_GRACE_PERIOD=\"10\": missing unit",
-            ),
-            (
-                &[("name", "a"), ("grace_period", "5x")],
-                &["x"],
-                "invalid KUBEXIT_GRACE_PERIOD=\"5x\": unknown unit",
-            ),
-            (
-                &[("name", "a"), ("grace_period", "-1s")],
-                &["x"],
-                "must not be negative",
-            ),
-            (
-                &[("name", "a"), ("term_signal", "SIGFOO")],
-                &["x"],
-                "invalid KUBEXIT_TERM_SIGNAL=\"SIGFOO\": unknown signal",
-            ),
-            (
-                &[("name", "a"), ("term_signal", "99")],
-                &["x"],
-                "99 is not a signal number",
-            ),
-            (
-                &[("name", "a"), ("death_deps", "b,a")],
-                &["x"],
-                "invalid KUBEXIT_DEATH_DEPS=\"b,a\": \"a\" is this container's own name",
-            ),
-            (
-                &[("name", "a"), ("death_deps", "b, b")],
-                &["x"],
-                "\"b\" is listed twice",
-            ),
-            (
-                &[("name", "a"), ("birth_deps", "B")],
-                &["x"],
-                "invalid KUBEXIT_BIRTH_DEPS=\"B\": dependency \"B\"",
-            ),
-            (
-                &[("name", "a"), ("signal_group", "maybe")],
-                &["x"],
-                "invalid KUBEXIT_SIGNAL_GROUP=\"maybe\"",
-            ),
-            (
-                &[("name", "a"), ("dep_exit_code", "one")],
-                &["x"],
-                "invalid KUBEXIT_DEP_EXIT_CODE",
-            ),
-            (
-                &[("name", "a"), ("death_trigger", "fail")],
-                &["x"],
-                "invalid KUBEXIT_DEATH_TRIGGER",
-            ),
-            (
-                &[("name", "a"), ("log_format", "xml")],
-                &["x"],
-                "invalid KUBEXIT_LOG_FORMAT",
-            ),
-            (
-                &[("name", "a"), ("watch", "fanotify")],
-                &["x"],
-                "invalid KUBEXIT_WATCH=\"fanotify\"",
-            ),
-            (
-                &[("name", "a"), ("pod_name", "job-x")],
-                &["x"],
-                "KUBEXIT_NAMESPACE: required when KUBEXIT_POD_NAME=\"job-x\"",
-            ),
-            (
-                &[("name", "a"), ("namespace", "ns")],
-                &["x"],
-                "KUBEXIT_POD_NAME: required when KUBEXIT_NAMESPACE=\"ns\"",
-            ),
-            (
-                &[("name", "a"), ("pod_name", "Job_X"), ("namespace", "ns")],
-                &["x"],
-                "invalid KUBEXIT_POD_NAME=\"Job_X\"",
-            ),
-            (
-                &[("name", "a"), ("pod_name", "p"), ("namespace", "a.b")],
-                &["x"],
-                "invalid KUBEXIT_NAMESPACE=\"a.b\"",
-            ),
-            (
-                &[("name", "a"), ("poll_interval", "1ms")],
-                &["x"],
-                "invalid KUBEXIT_POLL_INTERVAL=\"1ms\": must be at least 10ms",
-            ),
-            (
-                &[("name", "a"), ("ready_probe", "udp://1.2.3.4:5")],
-                &["x"],
-                "invalid KUBEXIT_READY_PROBE=\"udp://1.2.3.4:5\"",
-            ),
-            (
-                &[("name", "a"), ("ready_probe", "tcp://127.0.0.1")],
-                &["x"],
-                "port",
-            ),
-            (
-                &[("name", "a"), ("ready_probe", "file://relative")],
-                &["x"],
-                "absolute",
-            ),
-            (
-                &[("name", "a"), ("ready_timeout", "0")],
-                &["x"],
-                "invalid KUBEXIT_READY_TIMEOUT",
-            ),
-            (
-                &[("name", "a"), ("shutdown_hook_timeout", "0s")],
-                &["x"],
-                "invalid KUBEXIT_SHUTDOWN_HOOK_TIMEOUT=\"0s\": must be more than 0",
-            ),
-            (
-                &[("name", "a"), ("ready_interval", "9ms")],
-                &["x"],
-                "invalid KUBEXIT_READY_INTERVAL=\"9ms\": must be at least 10ms",
-            ),
-            (
-                &[
-                    ("name", "a"),
-                    ("shutdown_hooks", "http://10.1.2.3:15020/quitquitquit"),
-                ],
-                &["x"],
-                "is not a loopback address",
-            ),
-            (
-                &[("name", "a"), ("shutdown_hooks", "https://127.0.0.1/x")],
-                &["x"],
-                "invalid KUBEXIT_SHUTDOWN_HOOKS",
-            ),
-            (
-                &[("name", "a"), ("shutdown_hooks_allow_remote", "sure")],
-                &["x"],
-                "invalid KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE",
-            ),
-            (
-                &[("name", "a"), ("log_level", "loud")],
-                &["x"],
-                "invalid KUBEXIT_LOG_LEVEL=\"loud\"",
-            ),
-            (&[("name", "a")], &[], "COMMAND: no command given"),
-            (&[("name", "a")], &[""], "COMMAND: no command given"),
-        ];
-        for (pairs, cmd, want) in cases {
-            let e = cfg(pairs, cmd).expect_err(want).to_string();
-            assert!(e.contains(want), "{pairs:?}: got {e:?}, want {want:?}");
-            assert!(!e.contains('\n'), "one line: {e:?}");
-        }
-    }
-
-    #[test]
-    fn blank_env_is_unset_and_paths_are_trimmed() {
-        let c = cfg(
-            &[
-                ("name", " a "),
-                ("graveyard", ""),
-                ("grace_period", " "),
-                ("term_signal", ""),
-                ("watch", ""),
-                ("log_level", "  "),
-            ],
-            &["x"],
-        )
-        .unwrap();
-        assert_eq!(c.graveyard, PathBuf::from("/graveyard"));
-        assert_eq!(c.grace_period, Duration::from_secs(30));
-        assert_eq!(c.term_signal, Signal::SIGTERM);
-        assert_eq!(c.watch, WatchMode::Auto);
-        let c = cfg(&[("name", "a"), ("graveyard", " /abs/g \t")], &["x"]).unwrap();
-        assert_eq!(c.graveyard, PathBuf::from("/abs/g"));
-        // still required
-        let e = cfg(&[("name", " ")], &["x"]).unwrap_err().to_string();
-        assert!(e.starts_with("KUBEXIT_NAME: required"), "{e}");
-        // a blank flag is not "unset": it is an explicit, empty value
-        let e = Config::from_lookup(
-            |id| {
-                Some(Raw {
-                    value: if id == "name" {
-                        "a".into()
-                    } else if id == "graveyard" {
-                        " ".into()
-                    } else {
-                        return None;
-                    },
-                    origin: Origin::Flag,
-                })
-            },
-            vec!["x".into()],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.starts_with("invalid --graveyard"), "{e}");
-    }
-
-    #[test]
-    fn probes_and_hooks() {
-        let c = cfg(
-            &[
-                ("name", "a"),
-                ("watch", "poll"),
-                ("poll_interval", "50ms"),
-                ("ready_probe", "http://localhost:15021/healthz/ready"),
-                (
-                    "shutdown_hooks",
-                    "http://127.0.0.1:15020/quitquitquit, http://[::1]:4191/shutdown",
-                ),
-            ],
-            &["x"],
-        )
-        .unwrap();
-        assert_eq!(c.watch, WatchMode::Poll);
-        assert_eq!(c.poll_interval, Duration::from_millis(50));
-        assert!(
-            matches!(&c.ready_probe, Some(Probe::Http(u)) if u.port == 15021 && u.path == "/healthz/ready")
-        );
-        assert_eq!(c.shutdown_hooks.len(), 2);
-        let c = cfg(
-            &[
-                ("name", "a"),
-                ("shutdown_hooks", "http://proxy.internal:8080/stop"),
-                ("shutdown_hooks_allow_remote", "true"),
-            ],
-            &["x"],
-        )
-        .unwrap();
-        assert_eq!(c.shutdown_hooks[0].host, "proxy.internal");
-        let d = cfg(&[("name", "a")], &["x"]).unwrap();
-        assert_eq!(
-            (d.watch, d.poll_interval, d.ready_probe.is_none()),
-            (WatchMode::Auto, Duration::from_secs(1), true)
-        );
-        assert!(d.pod.is_none() && d.kubeconfig.is_none());
-        let c = cfg(
-            &[
-                ("name", "a"),
-                ("pod_name", "job-abc.x"),
-                ("namespace", "team-a"),
-                ("kubeconfig", "/k"),
-            ],
-            &["x"],
-        )
-        .unwrap();
-        assert_eq!(
-            c.pod,
-            Some(PodRef {
-                name: "job-abc.x".into(),
-                namespace: "team-a".into()
-            })
-        );
-        assert_eq!(c.kubeconfig, Some(PathBuf::from("/k")));
-    }
-
-    #[test]
-    fn flag_origin_named_as_flag() {
-        let e = Config::from_lookup(
-            |id| match id {
-                "name" => Some(Raw {
-                    value: "a".into(),
-                    origin: Origin::Env,
-                }),
-                "grace_period" => Some(Raw {
-                    value: "x".into(),
-                    origin: Origin::Flag,
-                }),
-                _ => None,
-            },
-            vec!["x".into()],
-        )
-        .unwrap_err();
-        assert_eq!(e.origin, "--grace-period");
-    }
-
-    #[test]
-    fn signals() {
-        for (s, sig) in [
-            ("SIGTERM", Signal::SIGTERM),
-            ("TERM", Signal::SIGTERM),
-            ("term", Signal::SIGTERM),
-            ("15", Signal::SIGTERM),
-            ("sigquit", Signal::SIGQUIT),
-            ("KILL", Signal::SIGKILL),
-            ("USR1", Signal::SIGUSR1),
-        ] {
-            assert_eq!(Signal::parse(s), Ok(sig), "{s}");
-        }
-        for bad in ["", "0", "65", "FOO", "SIG"] {
-            assert!(Signal::parse(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn bools() {
-        for (s, b) in [
-            ("true", true),
-            ("1", true),
-            ("YES", true),
-            ("false", false),
-            ("", false),
-            ("0", false),
-        ] {
-            assert_eq!(parse_bool(s), Ok(b), "{s}");
-        }
-        assert!(parse_bool("2").is_err());
-    }
-}
+mod tests;

@@ -5,7 +5,7 @@
 /// One setting: a flag and the environment variable that mirrors it. Flags win.
 #[derive(Debug)]
 pub struct Setting {
-    pub id: &'static str,
+    pub id: Id,
     pub flag: &'static str,
     pub env: &'static str,
     pub default: Option<&'static str>,
@@ -13,11 +13,88 @@ pub struct Setting {
     pub help: &'static str,
 }
 
+/// Which setting: the configuration parser asks for settings by these, so that asking for
+/// one that does not exist cannot compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Id {
+    Name,
+    Graveyard,
+    DeathDeps,
+    BirthDeps,
+    GracePeriod,
+    BirthTimeout,
+    TermSignal,
+    SignalGroup,
+    DepExitCode,
+    DeathTrigger,
+    DeathDepsMode,
+    HoldStop,
+    PodGracePeriod,
+    RestartChild,
+    RestartBackoff,
+    PreStop,
+    PodName,
+    Namespace,
+    Kubeconfig,
+    Watch,
+    PollInterval,
+    ReadyProbe,
+    ReadyInterval,
+    ReadyTimeout,
+    ShutdownHooks,
+    ShutdownHookTimeout,
+    ShutdownHooksAllowRemote,
+    LogFormat,
+    LogLevel,
+}
+
+impl Id {
+    /// The setting (`SETTINGS` is in the order of `Id`, checked when compiling).
+    pub fn setting(self) -> &'static Setting {
+        &SETTINGS[self as usize]
+    }
+
+    /// The id as the caller's lookup gets it, and the CLI's argument id.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Id::Name => "name",
+            Id::Graveyard => "graveyard",
+            Id::DeathDeps => "death_deps",
+            Id::BirthDeps => "birth_deps",
+            Id::GracePeriod => "grace_period",
+            Id::BirthTimeout => "birth_timeout",
+            Id::TermSignal => "term_signal",
+            Id::SignalGroup => "signal_group",
+            Id::DepExitCode => "dep_exit_code",
+            Id::DeathTrigger => "death_trigger",
+            Id::DeathDepsMode => "death_deps_mode",
+            Id::HoldStop => "hold_stop",
+            Id::PodGracePeriod => "pod_grace_period",
+            Id::RestartChild => "restart_child",
+            Id::RestartBackoff => "restart_backoff",
+            Id::PreStop => "pre_stop",
+            Id::PodName => "pod_name",
+            Id::Namespace => "namespace",
+            Id::Kubeconfig => "kubeconfig",
+            Id::Watch => "watch",
+            Id::PollInterval => "poll_interval",
+            Id::ReadyProbe => "ready_probe",
+            Id::ReadyInterval => "ready_interval",
+            Id::ReadyTimeout => "ready_timeout",
+            Id::ShutdownHooks => "shutdown_hooks",
+            Id::ShutdownHookTimeout => "shutdown_hook_timeout",
+            Id::ShutdownHooksAllowRemote => "shutdown_hooks_allow_remote",
+            Id::LogFormat => "log_format",
+            Id::LogLevel => "log_level",
+        }
+    }
+}
+
 /// Every supervisor setting. This table is the single source for the CLI and the README's
 /// settings table (a unit test keeps the README in step).
 pub const SETTINGS: &[Setting] = &[
     Setting {
-        id: "name",
+        id: Id::Name,
         flag: "name",
         env: "KUBEXIT_NAME",
         default: None,
@@ -25,7 +102,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Name of this container (required; a DNS-1123 label). The tombstone is GRAVEYARD/NAME.",
     },
     Setting {
-        id: "graveyard",
+        id: Id::Graveyard,
         flag: "graveyard",
         env: "KUBEXIT_GRAVEYARD",
         default: Some("/graveyard"),
@@ -33,7 +110,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Directory shared by the pod's containers (an emptyDir); created if missing.",
     },
     Setting {
-        id: "death_deps",
+        id: Id::DeathDeps,
         flag: "death-deps",
         env: "KUBEXIT_DEATH_DEPS",
         default: Some(""),
@@ -41,7 +118,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Comma list of containers whose death stops this container's child.",
     },
     Setting {
-        id: "birth_deps",
+        id: Id::BirthDeps,
         flag: "birth-deps",
         env: "KUBEXIT_BIRTH_DEPS",
         default: Some(""),
@@ -49,7 +126,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Comma list of containers that must be ready before the child is started.",
     },
     Setting {
-        id: "grace_period",
+        id: Id::GracePeriod,
         flag: "grace-period",
         env: "KUBEXIT_GRACE_PERIOD",
         default: Some("30s"),
@@ -57,7 +134,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Time between the termination signal and SIGKILL when a death dependency dies (Go syntax: 30s, 1m30s, 500ms).",
     },
     Setting {
-        id: "birth_timeout",
+        id: Id::BirthTimeout,
         flag: "birth-timeout",
         env: "KUBEXIT_BIRTH_TIMEOUT",
         default: Some("30s"),
@@ -65,7 +142,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "How long to wait for birth dependencies before giving up without starting the child.",
     },
     Setting {
-        id: "term_signal",
+        id: Id::TermSignal,
         flag: "term-signal",
         env: "KUBEXIT_TERM_SIGNAL",
         default: Some("SIGTERM"),
@@ -73,7 +150,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Signal sent to the child when a death dependency dies (name such as SIGTERM, TERM, or number).",
     },
     Setting {
-        id: "signal_group",
+        id: Id::SignalGroup,
         flag: "signal-group",
         env: "KUBEXIT_SIGNAL_GROUP",
         default: Some("false"),
@@ -81,7 +158,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Send forwarded and termination signals to the child's whole process group instead of the child alone.",
     },
     Setting {
-        id: "dep_exit_code",
+        id: Id::DepExitCode,
         flag: "dep-exit-code",
         env: "KUBEXIT_DEP_EXIT_CODE",
         default: Some("zero"),
@@ -89,7 +166,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Exit code when the child was stopped because a death dependency died: `zero` (the pod can succeed) or `child` (the child's own code, 128+N if killed by signal N).",
     },
     Setting {
-        id: "death_trigger",
+        id: Id::DeathTrigger,
         flag: "death-trigger",
         env: "KUBEXIT_DEATH_TRIGGER",
         default: Some("any"),
@@ -97,7 +174,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Which deaths of a death dependency stop the child: `any`, or only `success` (exit code 0; use with restartPolicy OnFailure, where a failed main is restarted).",
     },
     Setting {
-        id: "death_deps_mode",
+        id: Id::DeathDepsMode,
         flag: "death-deps-mode",
         env: "KUBEXIT_DEATH_DEPS_MODE",
         default: Some("any"),
@@ -105,7 +182,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Whether the child is stopped when `any` death dependency died (kubexit), or only once `all` of them died (a sidecar of several mains).",
     },
     Setting {
-        id: "hold_stop",
+        id: Id::HoldStop,
         flag: "hold-stop",
         env: "KUBEXIT_HOLD_STOP",
         default: Some("false"),
@@ -113,7 +190,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Ordered termination: a stop signal (SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGPWR, real-time) received while a death dependency is alive is held, not forwarded, until they all died, then the child is stopped as when they die; at the latest when the pod's grace period leaves only the grace period and 1s.",
     },
     Setting {
-        id: "pod_grace_period",
+        id: Id::PodGracePeriod,
         flag: "pod-grace-period",
         env: "KUBEXIT_POD_GRACE_PERIOD",
         default: Some("30s"),
@@ -121,7 +198,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "The pod's terminationGracePeriodSeconds: bounds how long KUBEXIT_HOLD_STOP holds a stop signal.",
     },
     Setting {
-        id: "restart_child",
+        id: Id::RestartChild,
         flag: "restart-child",
         env: "KUBEXIT_RESTART_CHILD",
         default: Some("false"),
@@ -129,7 +206,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Start the child again whenever it exits while the death dependencies are alive (a native sidecar's restart), with the kubelet's back-off; never once they died or a stop signal came. The lock and tombstone stay this supervisor's, so peers see the container alive across restarts.",
     },
     Setting {
-        id: "restart_backoff",
+        id: Id::RestartBackoff,
         flag: "restart-backoff",
         env: "KUBEXIT_RESTART_BACKOFF",
         default: Some("10s"),
@@ -137,7 +214,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Back-off of KUBEXIT_RESTART_CHILD: the first restart at once, then this, doubling up to 30 times this (300s by default); at once again after a run of 10 minutes.",
     },
     Setting {
-        id: "pre_stop",
+        id: Id::PreStop,
         flag: "pre-stop",
         env: "KUBEXIT_PRE_STOP",
         default: Some(""),
@@ -145,7 +222,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "The container's preStop hook, run before the termination signal when a death dependency's death stops the child (not on a signal: the kubelet ran it then): `exec:[\"CMD\",\"ARG\"]`, `http://HOST:PORT/PATH` (GET) or `sleep:DURATION`. Its time counts in the grace period.",
     },
     Setting {
-        id: "pod_name",
+        id: Id::PodName,
         flag: "pod-name",
         env: "KUBEXIT_POD_NAME",
         default: Some(""),
@@ -153,7 +230,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "This pod's name. With KUBEXIT_NAMESPACE, birth dependencies are containers of this pod whose status says ready in the Kubernetes API (kubexit behaviour; works for containers not wrapped by sexton). Set it from the downward API (fieldRef metadata.name).",
     },
     Setting {
-        id: "namespace",
+        id: Id::Namespace,
         flag: "namespace",
         env: "KUBEXIT_NAMESPACE",
         default: Some(""),
@@ -161,7 +238,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "This pod's namespace (downward API: fieldRef metadata.namespace); with KUBEXIT_POD_NAME.",
     },
     Setting {
-        id: "kubeconfig",
+        id: Id::Kubeconfig,
         flag: "kubeconfig",
         env: "KUBEXIT_KUBECONFIG",
         default: Some(""),
@@ -169,7 +246,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Kubeconfig for the API (local runs); default: the pod's service account (in-cluster).",
     },
     Setting {
-        id: "watch",
+        id: Id::Watch,
         flag: "watch",
         env: "KUBEXIT_WATCH",
         default: Some("auto"),
@@ -177,7 +254,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "How the graveyard is watched: `inotify` (events only: zero idle cost), `poll` (re-read every poll interval), or `auto`: inotify plus a poll every interval as a safety net (some sandboxes, e.g. gVisor, deliver no inotify events across containers), falling back to poll if inotify cannot be set up.",
     },
     Setting {
-        id: "poll_interval",
+        id: Id::PollInterval,
         flag: "poll-interval",
         env: "KUBEXIT_POLL_INTERVAL",
         default: Some("1s"),
@@ -185,7 +262,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Interval of the graveyard poll (modes `poll` and `auto`); at least 10ms.",
     },
     Setting {
-        id: "ready_probe",
+        id: Id::ReadyProbe,
         flag: "ready-probe",
         env: "KUBEXIT_READY_PROBE",
         default: Some(""),
@@ -193,7 +270,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "When this container counts as ready (its tombstone's `Ready`): immediately when unset; or when a check of the child succeeds: `tcp://HOST:PORT` (connect), `http://HOST:PORT/PATH` (GET answers 200-399, as for the kubelet), `file:///PATH` (file exists).",
     },
     Setting {
-        id: "ready_interval",
+        id: Id::ReadyInterval,
         flag: "ready-interval",
         env: "KUBEXIT_READY_INTERVAL",
         default: Some("100ms"),
@@ -201,7 +278,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Interval between readiness checks.",
     },
     Setting {
-        id: "ready_timeout",
+        id: Id::ReadyTimeout,
         flag: "ready-timeout",
         env: "KUBEXIT_READY_TIMEOUT",
         default: Some("1s"),
@@ -209,7 +286,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Time limit of one readiness check (connect, request and response).",
     },
     Setting {
-        id: "shutdown_hooks",
+        id: Id::ShutdownHooks,
         flag: "shutdown-hooks",
         env: "KUBEXIT_SHUTDOWN_HOOKS",
         default: Some(""),
@@ -217,7 +294,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Comma list of http:// URLs to POST to after the child exits, e.g. Istio's http://127.0.0.1:15020/quitquitquit or Linkerd's http://127.0.0.1:4191/shutdown. Failures are logged and never change the exit code.",
     },
     Setting {
-        id: "shutdown_hook_timeout",
+        id: Id::ShutdownHookTimeout,
         flag: "shutdown-hook-timeout",
         env: "KUBEXIT_SHUTDOWN_HOOK_TIMEOUT",
         default: Some("2s"),
@@ -225,7 +302,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Time budget of each shutdown hook, retries included.",
     },
     Setting {
-        id: "shutdown_hooks_allow_remote",
+        id: Id::ShutdownHooksAllowRemote,
         flag: "shutdown-hooks-allow-remote",
         env: "KUBEXIT_SHUTDOWN_HOOKS_ALLOW_REMOTE",
         default: Some("false"),
@@ -233,7 +310,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Allow shutdown hooks to non-loopback hosts (refused by default: these endpoints are local-only by design).",
     },
     Setting {
-        id: "log_format",
+        id: Id::LogFormat,
         flag: "log-format",
         env: "KUBEXIT_LOG_FORMAT",
         default: Some("text"),
@@ -241,7 +318,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "Log format on stderr.",
     },
     Setting {
-        id: "log_level",
+        id: Id::LogLevel,
         flag: "log-level",
         env: "KUBEXIT_LOG_LEVEL",
         default: Some("info"),
@@ -250,12 +327,15 @@ pub const SETTINGS: &[Setting] = &[
     },
 ];
 
-pub fn setting(id: &str) -> &'static Setting {
-    SETTINGS
-        .iter()
-        .find(|s| s.id == id)
-        .unwrap_or_else(|| panic!("unknown setting id {id}"))
-}
+// `Id::setting` indexes the table: each setting stands at its id's place.
+const _: () = {
+    assert!(SETTINGS.len() == 29);
+    let mut i = 0;
+    while i < SETTINGS.len() {
+        assert!(SETTINGS[i].id as usize == i);
+        i += 1;
+    }
+};
 
 /// Where a raw value came from; used to name it in error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

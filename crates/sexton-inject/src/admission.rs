@@ -34,7 +34,7 @@ pub enum Scope {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Admission {
     /// RFC 6902 operations (empty: admit unchanged).
-    pub patch: Vec<Value>,
+    pub patch: json_patch::Patch,
     /// Shown by kubectl as `Warning: ...`.
     pub warnings: Vec<String>,
     /// What was done (for logs, metrics and Events); `None` when the Pod is not in scope.
@@ -73,7 +73,7 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
         }
     };
     Admission {
-        patch: patch(pod, &changed),
+        patch: json_patch::diff(pod, &changed),
         warnings,
         outcome,
     }
@@ -162,13 +162,4 @@ fn inferred_sidecars(pod: &Value) -> Vec<String> {
         })
         .map(|c| name(c).to_string())
         .collect()
-}
-
-/// The JSON patch from `before` to `after`.
-fn patch(before: &Value, after: &Value) -> Vec<Value> {
-    let ops = json_patch::diff(before, after);
-    match serde_json::to_value(ops) {
-        Ok(Value::Array(ops)) => ops,
-        _ => vec![],
-    }
 }

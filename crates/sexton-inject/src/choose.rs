@@ -4,17 +4,19 @@
 use serde_json::Value;
 
 use crate::ANNOTATION_INJECT;
-use crate::options::{Options, Strategy};
+use crate::options::{Options, Strategy, StrategyError};
 use crate::template::Template;
 
+/// The template's annotation `sexton.dev/inject` names no strategy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("annotation {annotation}: {0}", annotation = ANNOTATION_INJECT)]
+pub struct BadAnnotation(#[from] StrategyError);
+
 /// The template's annotation wins over the caller's strategy.
-pub fn strategy(t: &Template, opts: &Options) -> Result<(Strategy, bool), String> {
+pub fn strategy(t: &Template, opts: &Options) -> Result<(Strategy, bool), BadAnnotation> {
     match t.annotation(ANNOTATION_INJECT) {
         None => Ok((opts.strategy, false)),
-        Some(v) => v
-            .parse()
-            .map(|s| (s, true))
-            .map_err(|e| format!("annotation {ANNOTATION_INJECT}: {e}")),
+        Some(v) => Ok((v.parse()?, true)),
     }
 }
 

@@ -128,7 +128,7 @@ fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> 
     }
     let (strategy, from_annotation) = match strategy(t, opts) {
         Ok(s) => s,
-        Err(e) => return Outcome::Refused(e),
+        Err(e) => return Outcome::Refused(e.to_string()),
     };
     if strategy == Strategy::Disabled {
         let by = if from_annotation {

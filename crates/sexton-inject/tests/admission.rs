@@ -30,10 +30,9 @@ fn pod(annotations: Value, init: Value) -> Value {
 }
 
 /// The Pod as the API server would store it after the webhook's patch.
-fn patched(pod: &Value, ops: &[Value]) -> Value {
+fn patched(pod: &Value, patch: &json_patch::Patch) -> Value {
     let mut p = pod.clone();
-    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec())).unwrap();
-    json_patch::patch(&mut p, &patch).unwrap();
+    json_patch::patch(&mut p, patch).unwrap();
     p
 }
 

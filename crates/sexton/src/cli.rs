@@ -39,7 +39,7 @@ fn supervisor_command() -> Command {
         .after_help(AFTER_HELP)
         .disable_help_subcommand(true);
     for s in SETTINGS {
-        let mut arg = Arg::new(s.id)
+        let mut arg = Arg::new(s.id.as_str())
             .long(s.flag)
             .env(s.env)
             .value_name(s.value_name)

@@ -385,7 +385,7 @@ impl Supervisor {
         let core = &self.core;
         let changes = w.drain(|file| core.is_watched(locks::owner_of(file)));
         let mut actions = vec![];
-        if changes.dir_gone || (changes.own_lock && self.presence_lost()) {
+        if changes.dir_gone || (changes.own_lock && !self.follow_own_lock()) {
             actions.extend(self.graveyard_gone(now));
         } else if changes.overflow {
             warn!("graveyard watch lost events; re-reading dependencies");
@@ -408,6 +408,21 @@ impl Supervisor {
             actions.extend(self.observe(&dep, false, now));
         }
         actions
+    }
+
+    /// Something happened to a lock file of ours: watch the one now at its path (our own
+    /// record may have put a new one there already, when a write of ours found the
+    /// graveyard gone: record.rs restores it on its own), then check that we are still in
+    /// the graveyard. In that order, an unlink after the watch raises an event and one
+    /// before it fails the check. `false`: our presence is lost.
+    fn follow_own_lock(&mut self) -> bool {
+        let (Some(w), Some(lock)) = (&self.watcher, self.record.lock_path()) else {
+            return !self.presence_lost();
+        };
+        let watched = w.watch_own_lock(&lock);
+        let lost = self.presence_lost();
+        debug!(lock = %lock.display(), watched = ?watched, lost, "own lock file changed");
+        watched.is_ok() && !lost
     }
 
     /// Whether the graveyard is no longer the one we are in: removed, replaced, or emptied

@@ -125,7 +125,10 @@ impl GraveyardWatcher {
 
     /// Watches the graveyard path again (after it was re-created).
     pub fn rewatch(&mut self) -> nix::Result<()> {
-        self.dir_wd = self.inotify.add_watch(&self.dir, self.interest.mask())?.as_raw();
+        self.dir_wd = self
+            .inotify
+            .add_watch(&self.dir, self.interest.mask())?
+            .as_raw();
         Ok(())
     }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
@@ -90,27 +91,24 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
 }
 
 /// Installs the EphemeralJob CRD (deploy/crd-ephemeraljob.yaml) and waits until the API
-/// server serves it; once per test process.
+/// server serves it; once per test process. (Not `kubectl wait --for=condition=Established`:
+/// it fails at once on a CRD just created, whose status has no conditions yet.)
 pub fn ejob_crd() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let crd = format!("{}/deploy/crd-ephemeraljob.yaml", crate::ROOT);
-        for args in [
-            vec!["apply", "--server-side", "-f", &crd],
-            vec![
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                "crd/ephemeraljobs.sexton.dev",
-            ],
-        ] {
-            let out = kubectl(&args);
-            assert!(
-                out.status.success(),
-                "kubectl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        let out = kubectl(&["apply", "--server-side", "-f", &crd]);
+        assert!(
+            out.status.success(),
+            "kubectl apply {crd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let established = r#"jsonpath={.status.conditions[?(@.type=="Established")].status}"#;
+        let served = crate::wait_until(Duration::from_secs(30), || {
+            let out = kubectl(&["get", "crd/ephemeraljobs.sexton.dev", "-o", established]);
+            out.status.success() && out.stdout == b"True"
+        });
+        assert!(served, "the EphemeralJob CRD is not Established after 30 s");
     });
 }
 

@@ -6,13 +6,16 @@
 //! - `proxy`: `kubectl proxy` and a relay that holds one request, to make the real API
 //!   server answer at the moment a test chooses.
 //! - `registry`: the test container registries (`scripts/registry.sh`).
+//! - `http`: a GET of a process's health or metrics endpoint, and the metrics parsed.
 
 mod cluster;
+mod http;
 mod proxy;
 mod registry;
 mod scratch;
 
 pub use cluster::*;
+pub use http::*;
 pub use proxy::*;
 pub use registry::*;
 pub use scratch::*;
@@ -29,8 +32,13 @@ pub const TESTENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/te
 /// building a control plane for a quarter of an hour, or printing one connection error per
 /// test. `scripts/test.sh` starts every service before the tests.
 pub fn require_service(what: &str, start: &str) -> ! {
-    eprintln!(
-        "\n{what} is not running: start it with `{start}` (or run everything with scripts/test.sh; scripts/test.sh --help lists the stages)\n"
+    use std::io::Write;
+    // straight to the descriptor: libtest captures eprintln!'s output and would lose it
+    let _ = std::io::stderr().write_all(
+        format!(
+            "\n{what} is not running: start it with `{start}` (or run everything with scripts/test.sh; scripts/test.sh --help lists the stages)\n"
+        )
+        .as_bytes(),
     );
     std::process::exit(2)
 }
@@ -75,12 +83,30 @@ pub fn output_with_input(cmd: &mut std::process::Command, input: &[u8]) -> std::
     child.wait_with_output().expect("waiting for the command")
 }
 
-/// The bound of every wait in the tests.
+/// The bound of every wait in the tests, on a native machine (`wait_until` stretches it
+/// under emulation: `slowdown`).
 pub const TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Waits until `cond` holds, checking every few milliseconds, for at most `timeout`.
+/// How much slower than native the binaries under test run: `SEXTON_TEST_SLOWDOWN`
+/// (default 1). scripts/test.sh sets it for the arm64 stage, whose in-pod binary runs
+/// under qemu-aarch64-static (see there for the factor and why). Every bounded wait
+/// (`wait_until`, and so `Process::wait_status`) is stretched by it: a bound that holds
+/// natively must hold emulated too, and a wait that ends on its event costs nothing more.
+pub fn slowdown() -> u32 {
+    static FACTOR: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *FACTOR.get_or_init(|| {
+        std::env::var("SEXTON_TEST_SLOWDOWN")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&f| f >= 1)
+            .unwrap_or(1)
+    })
+}
+
+/// Waits until `cond` holds, checking every few milliseconds, for at most `timeout`
+/// (stretched by `slowdown`).
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
+    let end = Instant::now() + timeout * slowdown();
     loop {
         if cond() {
             return true;

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use kube::Client;
 use serde::Serialize;
+use testbed::parse_metrics;
 
-use crate::http::parse_metrics;
-use crate::{Result, ctx};
+use crate::error::{Result, ctx};
 
 /// The API server's counters that matter here, by full series name.
 pub async fn metrics(client: &Client) -> BTreeMap<String, f64> {

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::http::{free_port, get, parse_metrics};
-use crate::{Result, ctx};
+use crate::error::{Result, ctx};
 
 #[derive(Debug, Clone, Serialize)]
 pub enum Kind {
@@ -170,12 +169,29 @@ impl Contender {
     }
 }
 
+/// (status code, body) of `GET path` at `addr` (testbed's GET, off the runtime's threads).
+async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let (addr, path) = (addr.to_string(), path.to_string());
+    tokio::task::spawn_blocking(move || testbed::http_get(&addr, &path).ok())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// A free TCP port on loopback (bound and released: good enough for a benchmark).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
 impl Running {
     /// Prometheus metrics (sexton: `sexton_controller_*`; kruise: controller-runtime's).
     pub async fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
         get(&self.metrics, "/metrics")
             .await
-            .map(|(_, body)| parse_metrics(&body))
+            .map(|(_, body)| testbed::parse_metrics(&body))
             .unwrap_or_default()
     }
 

@@ -16,9 +16,9 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::sync::oneshot;
 
+use crate::ephemeraljob::{ENV_JOB_NAME, EphemeralJob};
+use crate::error::{Result, ctx};
 use crate::pods::{LABEL, MAIN};
-use crate::types::{ENV_JOB_NAME, EphemeralJob};
-use crate::{Result, ctx};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EjobResult {

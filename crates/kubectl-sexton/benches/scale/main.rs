@@ -19,28 +19,36 @@
 // the controller's own source (kubectl-sexton is a binary crate: there is no library to
 // link against). Only `plan` and what it needs are used here.
 #[allow(dead_code)]
+#[allow(unused_imports)]
+#[path = "../../src/shared/ephemeraljob/mod.rs"]
+mod ephemeraljob;
+#[allow(dead_code)]
+#[allow(unused_imports)]
 #[path = "../../src/controller/ejob/plan.rs"]
 mod plan;
 #[allow(dead_code)]
 #[allow(unused_imports)]
-#[path = "../../src/pod.rs"]
+#[path = "../../src/shared/pod.rs"]
 mod pod;
-#[allow(dead_code)]
-#[path = "../../src/controller/ejob/types.rs"]
-mod types;
 
 mod apiserver;
 mod cluster;
 mod contender;
 mod ejob_e2e;
-mod http;
+mod error;
 mod memory;
 mod plan_bench;
 mod pods;
 mod procs;
 mod report;
+mod results;
 mod stats;
 mod window;
+
+/// The paths the binary's files use, for the files compiled in here.
+mod shared {
+    pub(crate) use crate::{ephemeraljob, pod};
+}
 
 use std::process::ExitCode;
 
@@ -87,13 +95,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Errors of the harness: messages for the person running it.
-pub type Result<T> = std::result::Result<T, String>;
-
-/// `.map_err(ctx("doing X"))`: an error message saying what was being done.
-pub fn ctx<E: std::fmt::Display>(doing: impl Into<String>) -> impl FnOnce(E) -> String {
-    let doing = doing.into();
-    move |e| format!("{doing}: {e}")
 }

@@ -17,7 +17,8 @@ use kube::api::Api;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Result, ctx, pods};
+use crate::error::{Result, ctx};
+use crate::pods;
 
 /// The system allocator, counting the bytes live (requested sizes, not malloc's overhead).
 pub struct Counting;
@@ -71,7 +72,7 @@ pub struct Breakdown {
     pub parts: Vec<(String, f64)>,
     /// heap per pod of a projection holding only what the controllers read
     pub projected_per_pod: f64,
-    /// heap per pod as the controllers' cache holds it now (`src/pod.rs`)
+    /// heap per pod as the controllers' cache holds it now (`src/shared/pod.rs`)
     pub compact_per_pod: f64,
     pub sizes_of: Vec<(String, usize)>,
 }
@@ -206,21 +207,21 @@ pub fn breakdown(pod: &Value, n: usize) -> Breakdown {
 
 pub fn markdown(b: &Breakdown) -> String {
     let mut s = format!(
-        "One benchmark pod as the API server returns it: {} bytes of JSON ({} without managedFields). Decoded into k8s-openapi's `Pod` (managedFields dropped, as the cache keeps it): **{} bytes of heap per pod**; a projection with only the fields the two controllers read: {} bytes as k8s-openapi types; **{} bytes as the controllers' own type** (`src/pod.rs`, decoded from the same JSON, which the pod cache has held since issue 16).\n\n| part (decoded alone) | heap per pod (bytes) |\n|---|---:|\n",
-        crate::report::thousands(b.json_bytes as f64),
-        crate::report::thousands(b.json_bytes_without_managed_fields as f64),
-        crate::report::thousands(b.heap_per_pod),
-        crate::report::thousands(b.projected_per_pod),
-        crate::report::thousands(b.compact_per_pod),
+        "One benchmark pod as the API server returns it: {} bytes of JSON ({} without managedFields). Decoded into k8s-openapi's `Pod` (managedFields dropped, as the cache keeps it): **{} bytes of heap per pod**; a projection with only the fields the two controllers read: {} bytes as k8s-openapi types; **{} bytes as the controllers' own type** (`src/shared/pod.rs`, decoded from the same JSON, which the pod cache has held since issue 16).\n\n| part (decoded alone) | heap per pod (bytes) |\n|---|---:|\n",
+        crate::stats::thousands(b.json_bytes as f64),
+        crate::stats::thousands(b.json_bytes_without_managed_fields as f64),
+        crate::stats::thousands(b.heap_per_pod),
+        crate::stats::thousands(b.projected_per_pod),
+        crate::stats::thousands(b.compact_per_pod),
     );
     for (k, v) in &b.parts {
-        s.push_str(&format!("| {k} | {} |\n", crate::report::thousands(*v)));
+        s.push_str(&format!("| {k} | {} |\n", crate::stats::thousands(*v)));
     }
     s.push_str("\n| type | size_of (bytes) |\n|---|---:|\n");
     for (k, v) in &b.sizes_of {
         s.push_str(&format!(
             "| `{k}` | {} |\n",
-            crate::report::thousands(*v as f64)
+            crate::stats::thousands(*v as f64)
         ));
     }
     s

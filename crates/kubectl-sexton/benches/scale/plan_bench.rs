@@ -12,11 +12,11 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::ephemeraljob::{EphemeralJob, EphemeralJobStatus, Refused};
+use crate::error::{Result, ctx};
 use crate::plan::{containers_for, plan};
 use crate::pods::{name, pod, running_status};
 use crate::stats::{Summary, summary};
-use crate::types::{EphemeralJob, EphemeralJobStatus, Refused};
-use crate::{Result, ctx};
 
 #[derive(clap::Args, Default)]
 pub struct Opts {
@@ -204,14 +204,14 @@ pub fn markdown(rows: &[Row]) -> String {
     for r in rows {
         s.push_str(&format!(
             "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} |\n",
-            crate::report::thousands(r.pods as f64),
+            crate::stats::thousands(r.pods as f64),
             r.case,
             if r.what == "plan" {
                 "`plan`".to_string()
             } else {
                 r.what.to_string()
             },
-            crate::report::thousands(r.inject as f64),
+            crate::stats::thousands(r.inject as f64),
             r.ms.p50,
             r.ms.p99,
             r.ms.min,

@@ -15,7 +15,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::{Result, ctx};
+use crate::error::{Result, ctx};
 
 pub const MAIN_IMAGE: &str = "busybox:1.36";
 pub const SIDECAR_IMAGE: &str = "envoyproxy/envoy:v1.30.1";

@@ -1,25 +1,9 @@
 //! The results as Markdown: the part of BENCHMARKS.md's "Controllers at scale" between its
 //! `scale:start` and `scale:end` markers (bench/scale.sh puts it there).
 
-use crate::cluster::{ContenderResult, Costs, Report, SizeResult};
 use crate::contender::Kind;
-use crate::stats::Summary;
-
-/// 12345.6 → "12,346"
-pub fn thousands(v: f64) -> String {
-    if !v.is_finite() {
-        return "–".into();
-    }
-    let s = format!("{:.0}", v.abs());
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if v < 0.0 { format!("-{out}") } else { out }
-}
+use crate::results::{ContenderResult, Costs, Report, SizeResult};
+use crate::stats::{Summary, thousands};
 
 fn ms(v: f64) -> String {
     if !v.is_finite() {

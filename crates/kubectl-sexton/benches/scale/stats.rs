@@ -35,3 +35,19 @@ pub fn summary(values: &[f64]) -> Option<Summary> {
         mean: v.iter().sum::<f64>() / v.len() as f64,
     })
 }
+
+/// 12345.6 → "12,346"
+pub fn thousands(v: f64) -> String {
+    if !v.is_finite() {
+        return "–".into();
+    }
+    let s = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 { format!("-{out}") } else { out }
+}

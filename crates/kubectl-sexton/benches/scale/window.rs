@@ -33,7 +33,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 /// How long after the swap the harness reports the pod Succeeded.
 const COMPLETE_AFTER: Duration = Duration::from_secs(2);
 
-use crate::Result;
+use crate::error::Result;
 use crate::pods::{SIDECAR, image_of, main_terminated, mains_done_status, succeeded_status};
 use crate::stats::{Summary, summary};
 

@@ -2,12 +2,13 @@
 //! their validation into [`Opts`]. Bad values exit 2 with a line naming the flag.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum, value_parser};
 
-use crate::service_flags::ServiceFlags;
+use crate::shared::kube_client::ServiceKubeFlags;
+use crate::shared::leader::LeaseOpts;
+use crate::shared::service::ServiceFlags;
 use sexton_core::config::{LogFormat, LogLevel};
 use sexton_core::duration::parse_go_duration;
 
@@ -17,9 +18,8 @@ use sexton_core::duration::parse_go_duration;
     long_about = "Run the companion controllers: the SidecarTerminator ends the marked sidecars (OpenKruise markers KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT[_WITH_IMAGE]) of pods whose main containers are done, by swapping each sidecar's image in place to a quick-exit image; the EphemeralJob controller runs ephemeral containers across the pods a selector picks."
 )]
 pub struct Flags {
-    /// Kubeconfig file; default: in-cluster service account, else ~/.kube/config
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    kube: ServiceKubeFlags,
     /// Watch only this namespace (default: all namespaces)
     #[arg(long, env = "SEXTON_NAMESPACE")]
     namespace: Option<String>,
@@ -108,7 +108,7 @@ fn at_least_a_second(raw: &str) -> Result<Duration, BadValue> {
 #[derive(Debug, Clone)]
 pub struct Opts {
     pub controllers: Vec<Which>,
-    pub kubeconfig: Option<PathBuf>,
+    pub kube: ServiceKubeFlags,
     pub namespace: Option<String>,
     pub quick_exit_image: Option<String>,
     pub lease: Option<LeaseOpts>,
@@ -119,15 +119,6 @@ pub struct Opts {
     pub concurrency: u16,
     pub log_format: LogFormat,
     pub log_level: LogLevel,
-}
-
-/// Leader election (`--leader-elect`).
-#[derive(Debug, Clone)]
-pub struct LeaseOpts {
-    pub namespace: Option<String>,
-    pub name: String,
-    pub duration: u64,
-    pub grace: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +153,7 @@ impl Flags {
         });
         Ok(Opts {
             controllers,
-            kubeconfig: self.kubeconfig,
+            kube: self.kube,
             namespace: non_empty(self.namespace),
             quick_exit_image: non_empty(self.quick_exit_image),
             lease: self.leader_elect.then(|| LeaseOpts {

@@ -15,8 +15,13 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::error::Error;
-use crate::metrics::{ActionLabels, ControllerLabel, ErrorLabels, Metrics, ReconcileTimer};
+use crate::controller::metrics::{
+    ActionLabels, ControllerLabel, ErrorLabels, Metrics, ReconcileTimer,
+};
+use crate::shared::api_error::Error;
+
+/// The field manager of every write, and the reporting controller of Events.
+pub const FIELD_MANAGER: &str = "sexton-controller";
 
 /// `namespace/name` of an object, for logs and messages.
 pub fn key<K: Resource>(obj: &K) -> String {

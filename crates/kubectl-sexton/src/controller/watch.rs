@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use futures_util::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -18,8 +18,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tracing::{debug, error, info};
 
-use crate::http::Health;
-use crate::metrics::{Metrics, WatchLabel};
+use crate::controller::metrics::{Metrics, WatchLabel};
+use crate::shared::http::Health;
 
 /// What a watch is of, and where it reports.
 #[derive(Clone)]
@@ -91,11 +91,11 @@ pub fn slim<K: Resource>(obj: &mut K) {
 }
 
 /// What the pod cache keeps of a pod's metadata: no managedFields, and only sexton's
-/// annotations (the pod's other fields are trimmed as it is decoded: `crate::pod`).
+/// annotations (the pod's other fields are trimmed as it is decoded: `crate::shared::pod`).
 fn slim_pod(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     if let Some(a) = pod.metadata.annotations.as_mut() {
-        crate::pod::keep_own_annotations(a);
+        crate::shared::pod::keep_own_annotations(a);
     }
 }
 
@@ -185,6 +185,18 @@ fn feed(ev: Event<Pod>) -> Option<PodEvent> {
         Event::InitDone => Some(PodEvent::Relisted),
         Event::Init => None,
     }
+}
+
+/// The pods of a feed (relists dropped).
+pub fn changed_pods(
+    feed: impl Stream<Item = PodEvent> + Send + 'static,
+) -> impl Stream<Item = Arc<Pod>> + Send + 'static {
+    feed.filter_map(|ev| async move {
+        match ev {
+            PodEvent::Changed(p) => Some(p),
+            PodEvent::Relisted => None,
+        }
+    })
 }
 
 /// Runs a controller until it ends after the shutdown signal. kube-runtime's graceful

@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::access::{Access, AccessError, answer, optional};
 use super::components::WEBHOOK_CONFIGURATION;
+use super::ctx::{Ctx, Namespaces};
 use super::report::{Check, Finding, Status};
-use super::{Ctx, Namespaces};
 
 pub const NAME: &str = "admission";
 

@@ -5,7 +5,7 @@
 use k8s_openapi::apimachinery::pkg::version::Info;
 
 use super::report::{Check, Finding, Status};
-use crate::inject::version;
+use crate::shared::values::version;
 
 pub const NAME: &str = "api-server";
 

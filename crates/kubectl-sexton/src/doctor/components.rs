@@ -14,11 +14,11 @@ use kube::{Api, CustomResourceExt, Resource};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::Ctx;
 use super::access::{Access, AccessError, optional};
+use super::ctx::Ctx;
 use super::report::{Check, Finding, Status};
-use crate::controller::ejob::EphemeralJob;
-use crate::webhook::certs::not_after;
+use crate::shared::certs::not_after;
+use crate::shared::ephemeraljob::EphemeralJob;
 
 pub const NAME: &str = "components";
 

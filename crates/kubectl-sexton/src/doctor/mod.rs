@@ -10,36 +10,34 @@ mod access;
 mod admission;
 mod cluster;
 mod components;
+mod ctx;
 mod manifests;
 mod nodes;
 mod report;
 mod stuck_pods;
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams};
-use kube::{Client, ResourceExt};
 
-use crate::{kube_client, logging};
-use access::{Access, AccessError, answer};
+use crate::shared::exit::Exit;
+use crate::shared::kube_client::{self, KubeFlags, namespace_or_default};
+use crate::shared::logging;
+use crate::shared::runtime::block_on;
+use ctx::{Ctx, Namespaces};
 use report::{EXIT_CANNOT_RUN, Report};
 
 #[derive(Args, Debug)]
 #[command(
     about = "Find stuck Jobs, stripped native sidecars and legacy sidecar patterns, and the command that fixes each",
-    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
+    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run.",
+    mut_arg("kubeconfig", |a| a.help("Kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")),
+    mut_arg("context", |a| a.help("Kubeconfig context (default: the current one)"))
 )]
 pub struct DoctorFlags {
-    /// Kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context (default: the current one)
-    #[arg(long)]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeFlags,
     /// The namespace to check (default: the kubeconfig context's)
     #[arg(short, long, conflicts_with = "all_namespaces")]
     namespace: Option<String>,
@@ -72,46 +70,6 @@ fn duration(s: &str) -> Result<Duration, sexton_core::duration::DurationError> {
     sexton_core::duration::parse_go_duration(s)
 }
 
-/// Which namespaces the namespaced checks look at.
-#[derive(Debug, Clone)]
-pub enum Namespaces {
-    One(String),
-    All,
-}
-
-impl Namespaces {
-    /// For `Api::namespaced` / `Api::all` and for messages: `None` is every namespace.
-    pub fn one(&self) -> Option<&str> {
-        match self {
-            Namespaces::One(ns) => Some(ns),
-            Namespaces::All => None,
-        }
-    }
-
-    /// The names (listing them for `-A`).
-    pub async fn names(&self, client: &Client) -> Result<Vec<String>, AccessError> {
-        match self {
-            Namespaces::One(ns) => Ok(vec![ns.clone()]),
-            Namespaces::All => {
-                let list = Api::<Namespace>::all(client.clone())
-                    .list_metadata(&ListParams::default())
-                    .await;
-                let list = answer(Access::new("list", "namespaces"), list)?;
-                Ok(list.items.iter().map(|n| n.name_any()).collect())
-            }
-        }
-    }
-}
-
-/// What every cluster check needs.
-pub struct Ctx {
-    pub client: Client,
-    pub namespaces: Namespaces,
-    pub stuck_after: Duration,
-    pub cert_days: u32,
-    pub sexton_namespace: String,
-}
-
 /// Why the doctor could not run at all (exit 2).
 #[derive(Debug, thiserror::Error)]
 enum CannotRun {
@@ -120,12 +78,12 @@ enum CannotRun {
     #[error("cannot reach the Kubernetes API server: {0}")]
     Unreachable(#[source] kube::Error),
     #[error(transparent)]
-    Manifests(#[from] crate::inject::manifest::ReadError),
+    Manifests(#[from] crate::shared::manifest::ReadError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
 
-pub fn main(flags: DoctorFlags) -> i32 {
+pub fn main(flags: DoctorFlags) -> Exit {
     match report(&flags) {
         Ok(report) => {
             let text = match flags.output {
@@ -149,27 +107,23 @@ fn colour() -> bool {
 
 fn report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
     if !flags.filename.is_empty() {
-        let files = crate::inject::manifest::read_each(&flags.filename)?;
+        let files = crate::shared::manifest::read_each(&flags.filename)?;
         return Ok(Report::new(vec![manifests::check(&files)]));
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CannotRun::Runtime)?;
-    rt.block_on(cluster_report(flags))
+    block_on(cluster_report(flags)).map_err(CannotRun::Runtime)?
 }
 
 /// Every cluster check, once the API server has answered at all.
 async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
-    let client = kube_client::client(flags.kubeconfig.as_deref(), flags.context.as_deref()).await?;
+    let client = flags.kube.client().await?;
     let version = client
         .apiserver_version()
         .await
         .map_err(CannotRun::Unreachable)?;
-    let namespaces = match (&flags.namespace, flags.all_namespaces) {
-        (_, true) => Namespaces::All,
-        (Some(ns), false) => Namespaces::One(ns.clone()),
-        (None, false) => Namespaces::One(client.default_namespace().to_string()),
+    let namespaces = if flags.all_namespaces {
+        Namespaces::All
+    } else {
+        Namespaces::One(namespace_or_default(flags.namespace.as_deref(), &client))
     };
     let ctx = Ctx {
         client,

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{Node, PodTemplateSpec};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
-use super::Ctx;
 use super::access::{Access, AccessError, answer};
+use super::ctx::Ctx;
 use super::manifests::{injected_mechanism, native_sidecars};
 use super::report::{Check, Finding, Status};
 

@@ -4,14 +4,16 @@
 
 use serde::Serialize;
 
+use crate::shared::exit::Exit;
+
 /// The version of the JSON schema; bumped only by changes that break readers.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Exit codes: nothing wrong; a warning or an error was found. (2, the doctor could not
 /// run, is decided before there is a report.)
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FOUND: i32 = 1;
-pub const EXIT_CANNOT_RUN: i32 = 2;
+pub const EXIT_OK: Exit = Exit::Ok;
+pub const EXIT_FOUND: Exit = Exit::Failed;
+pub const EXIT_CANNOT_RUN: Exit = Exit::Unusable;
 
 /// Ordered: a check is as bad as its worst finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -126,7 +128,7 @@ impl Report {
         }
     }
 
-    pub fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> Exit {
         match self.status {
             Status::Ok => EXIT_OK,
             Status::Warning | Status::Error => EXIT_FOUND,

@@ -1,18 +1,18 @@
 //! Pods stuck with their work done: by the one rule the controller's stuck-pod detection
-//! uses (`crate::stuck`), pods whose main containers all ended longer ago than
+//! uses (`crate::shared::stuck`), pods whose main containers all ended longer ago than
 //! `--stuck-after` while others still run and keep them Running. Each is named with its
 //! Job (if it has one), the containers still running, and the fix.
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use sexton_inject::Source;
 
-use super::Ctx;
 use super::access::{Access, answer};
+use super::ctx::Ctx;
 use super::report::{Check, Finding, Status};
-use crate::stuck::{Stuck, stuck};
+use crate::shared::stuck::{Stuck, stuck};
 
 pub const NAME: &str = "stuck-pods";
 

@@ -12,6 +12,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tracing::{error, info};
 
+use crate::shared::certs::{Unparsable, not_after};
+
 /// How often the certificate files are checked for a change.
 const FILE_POLL: Duration = Duration::from_secs(2);
 
@@ -27,8 +29,8 @@ pub enum CertError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{what}: not a valid X.509 certificate")]
-    Unparsable { what: String },
+    #[error(transparent)]
+    Unparsable(#[from] Unparsable),
 }
 
 /// The certificate served, swapped atomically for the next handshakes.
@@ -39,13 +41,6 @@ impl ResolvesServerCert for CertStore {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         self.0.read().expect("poisoned").clone()
     }
-}
-
-/// When a certificate expires, as seconds since the epoch.
-pub fn not_after(der: &[u8], what: &str) -> Result<i64, CertError> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der)
-        .map_err(|_| CertError::Unparsable { what: what.into() })?;
-    Ok(cert.validity().not_after.timestamp())
 }
 
 impl CertStore {

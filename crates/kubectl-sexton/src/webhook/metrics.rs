@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::shared::metrics;
 
 /// `result="injected"`: injected, repaired, refused, unchanged, skipped (not a Pod
 /// creation), error.
@@ -54,8 +55,6 @@ impl WebhookMetrics {
     }
 
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
-        out
+        metrics::text(&self.registry)
     }
 }

@@ -7,7 +7,7 @@
 //! metrics and health on plain HTTP ports of their own; the API server's version read at
 //! start and every few minutes (for `auto`).
 
-pub(crate) mod certs;
+mod certs;
 mod metrics;
 mod review;
 mod self_managed;
@@ -24,19 +24,19 @@ use clap::Args;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use sexton_inject::Options;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
-use crate::http::{self, Health};
-use crate::inject::{RegistryFlags, version};
-use crate::service_flags::ServiceFlags;
-use crate::{kube_client, logging};
-use certs::{CertFiles, CertStore};
+use crate::shared::exit::Exit;
+use crate::shared::http::{self, Health};
+use crate::shared::kube_client::{ServiceKubeFlags, service_account_namespace};
+use crate::shared::registry::RegistryFlags;
+use crate::shared::service::{self, Service, ServiceFlags, unusable};
+use crate::shared::values::version;
+use certs::{CertError, CertFiles, CertStore};
 use metrics::WebhookMetrics;
 use review::Reviewer;
-use self_managed::SelfManaged;
+use self_managed::{SelfManaged, TlsError};
 
-const FAILED: i32 = 1;
-const UNUSABLE: i32 = 2;
 /// How often the API server's version is read again (an upgrade changes what `auto` picks).
 const VERSION_RECHECK: Duration = Duration::from_secs(600);
 /// Reviews larger than this are answered 413 (the API server then applies failurePolicy:
@@ -44,7 +44,6 @@ const VERSION_RECHECK: Duration = Duration::from_secs(600);
 const MAX_REVIEW_BYTES: usize = 8 << 20;
 /// How long reviews are still answered after SIGTERM (inside the pod's grace period).
 const DRAIN: Duration = Duration::from_secs(5);
-const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 #[derive(Args, Debug)]
 #[command(
@@ -109,9 +108,8 @@ pub struct WebhookFlags {
     /// The webhook's own namespace (default: the service account's)
     #[arg(long, env = "SEXTON_NAMESPACE", value_name = "NAMESPACE")]
     namespace: Option<String>,
-    /// Kubeconfig file; default: in-cluster service account, else ~/.kube/config
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    kube: ServiceKubeFlags,
     /// The image of the `sexton install` init container (wrap)
     #[arg(long, env = "SEXTON_IMAGE", value_name = "IMAGE", default_value = concat!("sexton:", env!("CARGO_PKG_VERSION")))]
     sexton_image: String,
@@ -127,52 +125,28 @@ pub struct WebhookFlags {
     serving: ServiceFlags,
 }
 
-/// `kubectl-sexton webhook`: logging, the runtime, run.
-pub fn main(flags: WebhookFlags) -> i32 {
-    logging::init(flags.serving.log_format, flags.serving.log_level);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build();
-    match runtime {
-        Ok(rt) => rt.block_on(run(flags)),
-        Err(e) => {
-            logging::stderr_line(&format!(
-                "kubectl-sexton webhook: cannot start the async runtime: {e}"
-            ));
-            FAILED
-        }
-    }
+/// `kubectl-sexton webhook`: run as a service.
+pub fn main(flags: WebhookFlags) -> Exit {
+    let (format, level) = (flags.serving.log_format, flags.serving.log_level);
+    service::run("webhook", format, level, |svc| run(flags, svc))
 }
 
 /// The steps: client, certificate, endpoints, version, serve until SIGTERM.
-async fn run(flags: WebhookFlags) -> i32 {
-    let client = match kube_client::client(flags.kubeconfig.as_deref(), None).await {
+async fn run(flags: WebhookFlags, svc: Service) -> Exit {
+    let client = match flags.kube.client().await {
         Ok(c) => c,
-        Err(e) => return fail(UNUSABLE, &e),
+        Err(e) => return unusable(&e),
     };
     let store = Arc::new(CertStore::default());
     if let Err(e) = first_certificate(&flags, &client, &store).await {
-        return fail(UNUSABLE, &e);
+        return unusable(&e);
     }
     let metrics = Arc::new(WebhookMetrics::default());
-    let health = Arc::new(Health::default());
     let reviewer = Arc::new(reviewer(&flags, &client, metrics.clone()));
-    let m = metrics.clone();
-    let endpoints = vec![
-        (
-            flags.serving.metrics_addr,
-            http::metrics_routes(move || m.encode()),
-            "--metrics-addr",
-        ),
-        (
-            flags.serving.health_addr,
-            http::health_routes(health.clone()),
-            "--health-addr",
-        ),
-    ];
-    if let Err(e) = http::serve_all(endpoints).await {
-        return fail(UNUSABLE, &e);
+    let (metrics_addr, health_addr) = (flags.serving.metrics_addr, flags.serving.health_addr);
+    let endpoints = svc.serve_endpoints(metrics_addr, health_addr, move || metrics.encode());
+    if let Err(e) = endpoints.await {
+        return unusable(&e);
     }
     let routes = Router::new()
         .route("/mutate", post(review::mutate))
@@ -181,17 +155,17 @@ async fn run(flags: WebhookFlags) -> i32 {
         .with_state(reviewer.clone());
     match http::serve_tls(flags.listen, routes, store.server_config(), "--listen").await {
         Ok(bound) => info!(%bound, "serving the webhook"),
-        Err(e) => return fail(UNUSABLE, &e),
+        Err(e) => return unusable(&e),
     }
     tokio::spawn(keep_version(
         client.clone(),
         reviewer,
         flags.kubernetes_version,
     ));
-    health.ready.store(true, Ordering::Relaxed);
-    terminated().await;
-    drain(&health).await;
-    0
+    svc.health.ready.store(true, Ordering::Relaxed);
+    svc.shutdown.stopped().await;
+    drain(&svc.health).await;
+    Exit::Ok
 }
 
 /// After SIGTERM: not ready at once (the Service stops sending new reviews here), and
@@ -202,9 +176,13 @@ async fn drain(health: &Health) {
     info!("webhook stopped");
 }
 
-fn fail(code: i32, e: &dyn std::fmt::Display) -> i32 {
-    error!("{e}");
-    code
+/// Why the webhook has no certificate to start with.
+#[derive(Debug, thiserror::Error)]
+enum NoCertificate {
+    #[error(transparent)]
+    Files(#[from] CertError),
+    #[error("self-managed TLS: {0}")]
+    SelfManaged(#[from] TlsError),
 }
 
 /// The certificate to start with, and the task that keeps it current.
@@ -212,13 +190,13 @@ async fn first_certificate(
     flags: &WebhookFlags,
     client: &Client,
     store: &Arc<CertStore>,
-) -> Result<(), String> {
+) -> Result<(), NoCertificate> {
     if let (Some(cert), Some(key)) = (&flags.tls_cert_file, &flags.tls_key_file) {
         let files = CertFiles {
             cert: cert.clone(),
             key: key.clone(),
         };
-        files.load(store).map_err(|e| e.to_string())?;
+        files.load(store)?;
         tokio::spawn(files.watch(store.clone()));
         return Ok(());
     }
@@ -229,18 +207,14 @@ async fn first_certificate(
         service: flags.service.clone(),
         extra_names: flags.tls_san.clone(),
     };
-    managed
-        .ensure(client, store)
-        .await
-        .map_err(|e| format!("self-managed TLS: {e}"))?;
+    managed.ensure(client, store).await?;
     tokio::spawn(managed.run(client.clone(), store.clone()));
     Ok(())
 }
 
+/// The service account's namespace, else `sexton-system`.
 fn own_namespace() -> String {
-    std::fs::read_to_string(SA_NAMESPACE_FILE)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "sexton-system".into())
+    service_account_namespace().unwrap_or_else(|| "sexton-system".into())
 }
 
 fn reviewer(flags: &WebhookFlags, client: &Client, metrics: Arc<WebhookMetrics>) -> Reviewer {
@@ -278,20 +252,5 @@ async fn keep_version(client: Client, reviewer: Arc<Reviewer>, given: Option<(u3
             ),
         }
         tokio::time::sleep(VERSION_RECHECK).await;
-    }
-}
-
-/// SIGTERM or SIGINT.
-async fn terminated() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM: shutting down"),
-        _ = int.recv() => info!("SIGINT: shutting down"),
     }
 }

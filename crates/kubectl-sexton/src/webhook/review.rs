@@ -15,13 +15,11 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::runtime::events::{Event, EventType, Recorder};
 use serde_json::Value;
-use sexton_inject::{
-    ImageCommand, Options, Outcome, Resolve, Scope, Unresolved, admit, entrypoints_needed,
-};
+use sexton_inject::{ImageCommand, Options, Outcome, Scope, Unresolved, admit, entrypoints_needed};
 use tracing::{debug, info, warn};
 
 use super::metrics::WebhookMetrics;
-use crate::inject::registry::{RegistryOpts, lookup_all};
+use crate::shared::registry::{Looked, RegistryOpts, lookup_all};
 
 /// Lookups are kept this long (an image's ENTRYPOINT under a tag rarely changes; a failed
 /// lookup is retried sooner).
@@ -135,14 +133,7 @@ async fn review_pod(
     if admission.patch.is_empty() {
         return (response, result);
     }
-    let patch: json_patch::Patch = match serde_json::from_value(Value::Array(admission.patch)) {
-        Ok(p) => p,
-        Err(e) => {
-            warn!("sexton-inject produced an unusable patch ({e}); admitting unchanged");
-            return (AdmissionResponse::from(request), "error");
-        }
-    };
-    match response.with_patch(patch) {
+    match response.with_patch(admission.patch) {
         Ok(r) => (r, result),
         Err(e) => {
             warn!("cannot encode the patch ({e}); admitting unchanged");
@@ -231,10 +222,10 @@ async fn refusal_event(reviewer: &Reviewer, request: &AdmissionRequest<DynamicOb
 impl Reviewer {
     /// The images `wrap` would need for this Pod, from the cache or looked up now (with the
     /// Pod's pull Secrets, if `--image-pull-secrets`: then cached per namespace and Secrets).
-    async fn resolver(&self, pod: &Value, namespace: &str, options: &Options) -> Lookups {
+    async fn resolver(&self, pod: &Value, namespace: &str, options: &Options) -> Looked {
         let needed = entrypoints_needed(pod, options);
         if needed.is_empty() {
-            return Lookups(BTreeMap::new());
+            return Looked::default();
         }
         let secrets = match &self.pull_secrets {
             Some(client) => read_pull_secrets(client, namespace, pod).await,
@@ -270,7 +261,7 @@ impl Reviewer {
                 known.insert(image, r);
             }
         }
-        Lookups(known)
+        Looked(known)
     }
 }
 
@@ -316,17 +307,5 @@ fn ttl(r: &Result<ImageCommand, Unresolved>) -> Duration {
         LOOKUP_TTL
     } else {
         FAILED_LOOKUP_TTL
-    }
-}
-
-/// The lookups of one review.
-struct Lookups(BTreeMap<String, Result<ImageCommand, Unresolved>>);
-
-impl Resolve for Lookups {
-    fn resolve(&self, image: &str) -> Result<ImageCommand, Unresolved> {
-        self.0
-            .get(image)
-            .cloned()
-            .unwrap_or_else(|| Err(Unresolved("not looked up".into())))
     }
 }

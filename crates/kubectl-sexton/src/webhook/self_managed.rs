@@ -19,8 +19,9 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use tracing::{info, warn};
 
-use super::certs::{CertStore, not_after};
-use crate::controller::error::{Error as ApiError, Kind};
+use super::certs::CertStore;
+use crate::shared::api_error::{Error as ApiError, Kind};
+use crate::shared::certs::not_after;
 
 const CA_DAYS: i64 = 3650;
 const CERT_DAYS: i64 = 365;

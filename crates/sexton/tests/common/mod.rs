@@ -7,7 +7,7 @@
 #[allow(unused_imports)]
 pub use testbed::{
     Process as Container, Scratch, TIMEOUT, children_of, code_of, ns_pid, processes, same_pidns,
-    state_of, wait_until,
+    slowdown, state_of, wait_until,
 };
 
 use std::fs::{self, File};

@@ -1,15 +1,94 @@
-//! EphemeralJob (`sexton.dev/v1alpha1`, short name `ejob`): run ephemeral containers, in
-//! batches, in the running pods a label selector picks. The resource (`types.rs`), its CRD
-//! (`crd.rs`), the pure planning step (`plan.rs`) and the reconciler (`reconcile.rs`).
+//! The EphemeralJob controller: runs ephemeral containers, in batches, in the running pods a
+//! label selector picks. The pure planning step (`plan.rs`) and the reconciler
+//! (`reconcile.rs`); the resource itself is the shared floor's (`shared/ephemeraljob`). This
+//! is its wiring into the process: kube-runtime's `Controller` over its own watch of jobs,
+//! woken by the changes of the shared pod feed that concern them.
 
-mod crd;
 mod plan;
 mod reconcile;
-mod types;
 
-pub use crd::crd_yaml;
-pub use plan::{Relation, relation, result};
-pub use reconcile::{Ctx, error_policy, jobs_of_pod, reconcile};
-pub use types::{EphemeralJob, Refused, TargetResult};
+use std::sync::Arc;
 
-pub const CONTROLLER: &str = "ephemeraljob";
+use futures_util::{Stream, StreamExt};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector;
+use kube::runtime::watcher::{self, Event};
+use tracing::warn;
+
+use super::parts::{GRACE, Parts, Run};
+use super::watch::{self, PodEvent, PodFeed, changed_pods};
+use crate::shared::pod::Pod;
+use reconcile::{CONTROLLER, Ctx, error_policy, jobs_of_pod, reconcile};
+
+/// The EphemeralJob controller: its own watch of jobs, woken by the pods they select.
+pub fn ephemeral_jobs(parts: &Parts, pods: &mut PodFeed) -> Run {
+    let ctx = Arc::new(Ctx::new(
+        parts.client.clone(),
+        parts.recorder.clone(),
+        parts.metrics.clone(),
+        pods.store.clone(),
+        pods.filled.clone(),
+    ));
+    let report = parts.report(
+        "ephemeraljobs",
+        "ephemeraljobs.sexton.dev list and watch; is the CRD installed (deploy/crd-ephemeraljob.yaml)?",
+    );
+    let filled = report.filled.clone();
+    let clock = ctx.telemetry.clock.clone();
+    let (jobs, writer) = reflector::store();
+    let trigger = watch::observed(
+        parts.scoped(),
+        watcher::Config::default(),
+        writer,
+        watch::slim,
+        report,
+        move |ev| match ev {
+            Event::Apply(j) | Event::InitApply(j) => clock.arrived(j),
+            Event::Delete(j) => clock.forget(j),
+            _ => {}
+        },
+    )
+    .touched_objects();
+    let pod_changes = changed_pods(pods.subscribe(changes));
+    let relists = relists(pods.subscribe(relisted));
+    let mapper = jobs_of_pod(jobs.clone());
+    let run = Controller::for_stream(trigger, jobs)
+        .watches_shared_stream(pod_changes, mapper)
+        .reconcile_all_on(relists)
+        .with_config(parts.config())
+        .graceful_shutdown_on(parts.stopped())
+        .run(reconcile, error_policy, ctx)
+        .for_each(log_queue_error);
+    Box::pin(watch::until_stopped(
+        CONTROLLER,
+        run,
+        filled,
+        parts.stopped(),
+        GRACE,
+    ))
+}
+
+/// A tick for each relist of a feed.
+fn relists(
+    feed: impl Stream<Item = PodEvent> + Send + 'static,
+) -> impl Stream<Item = ()> + Send + 'static {
+    feed.filter_map(|ev| async move { matches!(ev, PodEvent::Relisted).then_some(()) })
+}
+
+/// The pod events that may change a job's targets: every change, deletions included.
+fn changes(ev: &Event<Pod>) -> bool {
+    matches!(ev, Event::Apply(_) | Event::InitApply(_) | Event::Delete(_))
+}
+
+fn relisted(ev: &Event<Pod>) -> bool {
+    matches!(ev, Event::InitDone)
+}
+
+async fn log_queue_error<T, E: std::fmt::Display, Q: std::fmt::Display>(
+    res: Result<T, controller::Error<E, Q>>,
+) {
+    if let Err(controller::Error::QueueError(e)) = res {
+        warn!("controller queue: {e}");
+    }
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use futures_util::{StreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -19,18 +19,18 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tracing::{info, instrument, warn};
 
-use super::CONTROLLER;
 use super::plan::{Plan, containers_for, plan, selector_matches};
-use super::types::{
+use crate::controller::metrics::Metrics;
+use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
+use crate::shared::api_error::Error;
+use crate::shared::ephemeraljob::{
     DEFAULT_TTL_AFTER_FINISHED, EphemeralJob, EphemeralJobStatus, Phase, REFUSED_CAP, Refused,
 };
-use crate::controller::FIELD_MANAGER;
-use crate::controller::error::Error;
-use crate::controller::telemetry::{Telemetry, key};
-use crate::metrics::Metrics;
 
 /// How soon a job is looked at again while the pod cache is still being filled.
 const CACHE_FILLING: Duration = Duration::from_secs(1);
+
+pub const CONTROLLER: &str = "ephemeraljob";
 
 pub struct Ctx {
     pub client: Client,

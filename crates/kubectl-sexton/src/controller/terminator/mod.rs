@@ -1,13 +1,108 @@
 //! The SidecarTerminator: once every main container of a Job-style pod is done, it swaps
 //! the image of each marked sidecar (OpenKruise's markers) for a quick-exit image, in
-//! place, so the kubelet restarts it into an exit 0 and the pod completes.
+//! place, so the kubelet restarts it into an exit 0 and the pod completes. This is its
+//! wiring into the process: the Running pods of the shared pod feed into its loop
+//! (`run.rs`), and the stuck-pod detection over the same cache (`teardown.rs`).
 
 mod decide;
 mod reconcile;
 mod run;
+mod teardown;
 
-pub use decide::{is_running, swapped};
-pub use reconcile::Ctx;
-pub use run::run;
+use std::sync::Arc;
 
-pub const CONTROLLER: &str = "sidecar-terminator";
+use kube::runtime::watcher::Event;
+use tracing::warn;
+
+use super::parts::{GRACE, Parts, Run};
+use super::telemetry::Clock;
+use super::watch::{self, PodFeed, changed_pods};
+use crate::shared::pod::Pod;
+use decide::is_running;
+use reconcile::{CONTROLLER, Ctx};
+use teardown::Teardowns;
+
+/// The SidecarTerminator, and what the pod watch shows every event to.
+pub struct Terminator {
+    pub run: Run,
+    pub seen: Arc<Seen>,
+}
+
+/// What the SidecarTerminator learns from every pod event, before the pod is queued: when
+/// it arrived (queue latency), and when its mains finished and it left Running (teardowns).
+pub struct Seen {
+    clock: Arc<Clock<Pod>>,
+    teardowns: Arc<Teardowns>,
+}
+
+impl Seen {
+    pub fn saw(&self, ev: &Event<Pod>) {
+        start_clock(&self.clock, ev);
+        self.teardowns.saw(ev);
+    }
+}
+
+/// The SidecarTerminator, reconciling the Running pods of the shared pod cache, with the
+/// stuck-pod detection over the same cache.
+pub fn sidecar_terminator(
+    parts: &Parts,
+    quick_exit_image: Option<String>,
+    pods: &mut PodFeed,
+) -> Terminator {
+    if quick_exit_image.is_none() {
+        warn!(
+            "no --quick-exit-image: only sidecars that name their own image in KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE can be ended"
+        );
+    }
+    let ctx = Arc::new(Ctx::new(
+        parts.client.clone(),
+        parts.recorder.clone(),
+        quick_exit_image,
+        parts.metrics.clone(),
+    ));
+    let clock = ctx.telemetry.clock.clone();
+    let teardowns = Arc::new(Teardowns::new(parts.stuck_after, ctx.telemetry.clone()));
+    let scans = teardowns.clone().run(pods.store.clone());
+    let changed = changed_pods(pods.subscribe(running));
+    let run = run::run(
+        changed,
+        pods.store.clone(),
+        ctx,
+        parts.concurrency,
+        parts.stopped(),
+    );
+    let filled = pods.filled.clone();
+    let run = watch::until_stopped(CONTROLLER, run, filled, parts.stopped(), GRACE);
+    // the scans end with the controller
+    let run = async move {
+        tokio::select! {
+            _ = run => {}
+            _ = scans => {}
+        }
+    };
+    Terminator {
+        run: Box::pin(run),
+        seen: Arc::new(Seen { clock, teardowns }),
+    }
+}
+
+/// The pod events the SidecarTerminator is given: Running pods.
+fn running(ev: &Event<Pod>) -> bool {
+    match ev {
+        Event::Apply(p) | Event::InitApply(p) => is_running(p),
+        _ => false,
+    }
+}
+
+/// Starts the SidecarTerminator's queue-latency clock for the pod events it is given.
+fn start_clock(clock: &Clock<Pod>, ev: &Event<Pod>) {
+    match ev {
+        Event::Delete(p) => clock.forget(p),
+        _ if running(ev) => {
+            if let Event::Apply(p) | Event::InitApply(p) = ev {
+                clock.arrived(p)
+            }
+        }
+        _ => {}
+    }
+}

@@ -4,21 +4,21 @@
 
 use std::sync::Arc;
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{EventType, Recorder};
 use kube::{Api, Client, ResourceExt};
 use tracing::{debug, info, instrument, warn};
 
-use super::CONTROLLER;
 use super::decide::{Decision, Reason, Refusal, Swap, decide, swap_patch};
-use crate::controller::FIELD_MANAGER;
-use crate::controller::error::Error;
-use crate::controller::telemetry::{Telemetry, key};
-use crate::metrics::Metrics;
+use crate::controller::metrics::Metrics;
+use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
+use crate::shared::api_error::Error;
 
 /// Patches tried per reconciliation when each one conflicts with another writer.
 const MAX_ATTEMPTS: usize = 5;
+
+pub const CONTROLLER: &str = "sidecar-terminator";
 
 pub struct Ctx {
     pub client: Client,

@@ -14,7 +14,7 @@ use tracing::debug;
 use super::reconcile::{Ctx, reconcile};
 use crate::controller::telemetry::key;
 use crate::controller::workqueue::WorkQueue;
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 
 type Queue = WorkQueue<ObjectRef<Pod>>;
 

@@ -1,4 +1,4 @@
-//! Stuck-pod detection for every running pod, marked or not (the rule: `crate::stuck`).
+//! Stuck-pod detection for every running pod, marked or not (the rule: `crate::shared::stuck`).
 //! Shown every event of the shared pod watch, it remembers when each pod's mains finished
 //! and, when the pod leaves Running, records the teardown time (last main terminated → pod
 //! terminal) by whether the SidecarTerminator acted on it. Every few seconds it reads the
@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::pod::Pod;
+use crate::shared::pod::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
@@ -17,10 +17,10 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::Event;
 use tracing::warn;
 
+use super::decide::{is_running, swapped};
+use crate::controller::metrics::ActedLabel;
 use crate::controller::telemetry::{Telemetry, key};
-use crate::controller::terminator::{is_running, swapped};
-use crate::metrics::ActedLabel;
-use crate::stuck::{self, Stuck};
+use crate::shared::stuck::{self, Stuck};
 
 /// The longest pause between two reads of the cache (a shorter `--stuck-after` reads it
 /// twice per threshold).
@@ -152,7 +152,7 @@ fn any_terminated(pod: &Pod) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Metrics;
+    use crate::controller::metrics::Metrics;
     use serde_json::json;
 
     fn pod(uid: &str, phase: &str, main_ago: i64, swapped: bool) -> Arc<Pod> {

@@ -11,61 +11,77 @@ use std::time::Duration;
 
 use kube::Client;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use super::flags::LeaseOpts;
-use super::{FIELD_MANAGER, Shutdown};
-use crate::http::Health;
-use crate::metrics::Metrics;
-
-const SA_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+use crate::shared::exit::Exit;
+use crate::shared::http::Health;
+use crate::shared::kube_client::service_account_namespace;
+use crate::shared::signals::Shutdown;
 
 type LeaseTask = JoinHandle<kube_lease_manager::Result<LeaseManager>>;
+
+/// Leader election (`--leader-elect`).
+#[derive(Debug, Clone)]
+pub struct LeaseOpts {
+    pub namespace: Option<String>,
+    pub name: String,
+    pub duration: u64,
+    pub grace: u64,
+}
+
+/// Who competes for the Lease, and what it shows while it leads.
+pub struct Elected<'a> {
+    /// This replica, in the Lease.
+    pub identity: &'a str,
+    /// The field manager of the Lease's writes.
+    pub field_manager: &'static str,
+    pub health: Arc<Health>,
+    /// 1 while leading.
+    pub leader: Gauge,
+    pub shutdown: Shutdown,
+}
 
 /// Runs `work` while this replica holds the Lease; returns the exit code.
 pub async fn while_leading(
     client: Client,
     lease: &LeaseOpts,
-    identity: &str,
-    health: Arc<Health>,
-    metrics: Arc<Metrics>,
-    shutdown: Shutdown,
-    work: impl Future<Output = i32>,
-) -> i32 {
+    me: Elected<'_>,
+    work: impl Future<Output = Exit>,
+) -> Exit {
+    let identity = me.identity;
     let namespace = lease.namespace.clone().unwrap_or_else(own_namespace);
-    let Some((mut leading, task)) = join(client, lease, &namespace, identity).await else {
-        return 1;
+    let Some((mut leading, task)) = join(client, lease, &namespace, &me).await else {
+        return Exit::Failed;
     };
-    health.ready.store(true, Ordering::Relaxed); // a standby is healthy and ready
+    me.health.ready.store(true, Ordering::Relaxed); // a standby is healthy and ready
     info!(identity, lease = %format!("{namespace}/{}", lease.name), "leader election: waiting for the lease");
-    if let Err(code) = acquired(&mut leading, &shutdown).await {
+    if let Err(code) = acquired(&mut leading, &me.shutdown).await {
         release(leading, task).await;
         return code;
     }
     info!(identity, "leader election: acquired the lease; starting");
-    metrics.leader.set(1);
+    me.leader.set(1);
     let lost = lost(leading.clone());
     let code = tokio::select! {
         code = work => code,
         _ = lost => {
             // Stop acting at once (this drops the controllers) and exit.
             error!("leader election: lost the lease; exiting");
-            metrics.leader.set(0);
-            return 1;
+            me.leader.set(0);
+            return Exit::Failed;
         }
     };
-    metrics.leader.set(0);
+    me.leader.set(0);
     release(leading, task).await;
     code
 }
 
 /// The service account's namespace, else `default`.
 fn own_namespace() -> String {
-    std::fs::read_to_string(SA_NAMESPACE_FILE)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "default".into())
+    service_account_namespace().unwrap_or_else(|| "default".into())
 }
 
 /// Joins the election: a receiver that says whether we lead, and the task holding the Lease.
@@ -73,14 +89,14 @@ async fn join(
     client: Client,
     lease: &LeaseOpts,
     namespace: &str,
-    identity: &str,
+    me: &Elected<'_>,
 ) -> Option<(watch::Receiver<bool>, LeaseTask)> {
     let manager = LeaseManagerBuilder::new(client, &lease.name)
         .with_namespace(namespace)
-        .with_identity(identity)
+        .with_identity(me.identity)
         .with_duration(lease.duration)
         .with_grace(lease.grace)
-        .with_field_manager(FIELD_MANAGER)
+        .with_field_manager(me.field_manager)
         .build()
         .await;
     match manager {
@@ -96,7 +112,7 @@ async fn join(
 }
 
 /// Waits until we lead; `Err(exit code)` if the election broke or a shutdown came first.
-async fn acquired(leading: &mut watch::Receiver<bool>, shutdown: &Shutdown) -> Result<(), i32> {
+async fn acquired(leading: &mut watch::Receiver<bool>, shutdown: &Shutdown) -> Result<(), Exit> {
     loop {
         if *leading.borrow_and_update() {
             return Ok(());
@@ -104,9 +120,9 @@ async fn acquired(leading: &mut watch::Receiver<bool>, shutdown: &Shutdown) -> R
         tokio::select! {
             changed = leading.changed() => if changed.is_err() {
                 error!("leader election stopped unexpectedly");
-                return Err(1);
+                return Err(Exit::Failed);
             },
-            _ = shutdown.stopped() => return Err(0),
+            _ = shutdown.stopped() => return Err(Exit::Ok),
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::pod::{ContainerStatus, Pod};
+use crate::shared::pod::{ContainerStatus, Pod};
 use k8s_openapi::jiff::Timestamp;
 use sexton_inject::{Source, declared_roles};
 

@@ -6,24 +6,18 @@
 //! Exit codes: 0 done; 1 a resource was refused (it is written out unchanged, nothing is
 //! lost); 2 bad flags or unreadable input (nothing is written).
 
-pub(crate) mod manifest;
-pub(crate) mod registry;
-
-use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use serde_json::Value;
-use sexton_inject::{ImageCommand, Options, Position, Report, Resolve, Strategy, Unresolved};
+use sexton_inject::{Options, Position, Report, Strategy};
 
-use crate::logging;
-use manifest::{Format, read_all, write};
-use registry::{Platform, RegistryOpts, lookup_all};
-
-const REFUSED: i32 = 1;
-const UNUSABLE: i32 = 2;
+use crate::shared::exit::Exit;
+use crate::shared::logging;
+use crate::shared::manifest::{Filenames, Format, read_all, write};
+use crate::shared::registry::{Looked, RegistryFlags, RegistryOpts, lookup_all};
+use crate::shared::runtime::block_on;
+use crate::shared::values::version;
 
 #[derive(Args, Debug)]
 #[command(
@@ -31,14 +25,8 @@ const UNUSABLE: i32 = 2;
     long_about = "Reads manifests (Pod, Job, CronJob, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, List; other kinds pass through) and writes them with their sidecars made to end with the main containers. Which containers are sidecars: the template annotation sexton.dev/sidecars, else OpenKruise's markers, else kubexit's KUBEXIT_DEATH_DEPS, else --sidecar. The template annotation sexton.dev/inject (native, wrap, auto, disabled) overrides --strategy."
 )]
 pub struct InjectFlags {
-    /// Manifest file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable
-    #[arg(
-        short = 'f',
-        long = "filename",
-        value_name = "FILE|DIR|-",
-        required = true
-    )]
-    filename: Vec<String>,
+    #[command(flatten)]
+    files: Filenames,
     /// native: init containers with restartPolicy Always; native-wrap: those, ended by the in-pod supervisor with the mains (faster); wrap: the in-pod supervisor; auto: native where it works, else wrap, else the SidecarTerminator's markers
     #[arg(long, value_enum, default_value = "auto")]
     strategy: StrategyArg,
@@ -58,34 +46,14 @@ pub struct InjectFlags {
     registry: RegistryFlags,
 }
 
-/// How wrap looks up images' ENTRYPOINT and CMD.
 #[derive(Args, Debug)]
-pub(crate) struct RegistryFlags {
-    /// The platform whose image is read from multi-platform images, that of the nodes the pods run on (OS/ARCH[/VARIANT])
-    #[arg(long, value_name = "OS/ARCH", default_value = "linux/amd64", value_parser = Platform::parse)]
-    platform: Platform,
-    /// A registry reached over plain HTTP (HOST[:PORT]); repeatable
-    #[arg(long, value_name = "HOST")]
-    insecure_registry: Vec<String>,
-    /// Registry credentials (a docker config.json; default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json, if present)
-    #[arg(long, value_name = "FILE")]
-    registry_config: Option<PathBuf>,
-    /// The longest one image's lookup may take (connection, authentication, manifests, config)
-    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = registry::timeout)]
-    registry_timeout: Duration,
-}
-
-#[derive(Args, Debug)]
-#[command(about = "Restore manifests injected by `kubectl sexton inject` to what they were")]
+#[command(
+    about = "Restore manifests injected by `kubectl sexton inject` to what they were",
+    mut_arg("filename", |a| a.help("Manifest file, directory or - for stdin; repeatable"))
+)]
 pub struct UninjectFlags {
-    /// Manifest file, directory or - for stdin; repeatable
-    #[arg(
-        short = 'f',
-        long = "filename",
-        value_name = "FILE|DIR|-",
-        required = true
-    )]
-    filename: Vec<String>,
+    #[command(flatten)]
+    files: Filenames,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -101,24 +69,6 @@ enum StrategyArg {
 enum PositionArg {
     First,
     Last,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("expected MAJOR.MINOR, such as 1.29")]
-pub(crate) struct BadVersion;
-
-/// `1.29`, `v1.29.3`, `1.29+` (as some providers report it).
-pub(crate) fn version(s: &str) -> Result<(u32, u32), BadVersion> {
-    let s = s.trim().trim_start_matches('v');
-    let mut parts = s.split('.');
-    let number = |p: Option<&str>| {
-        let digits: String = p?.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    };
-    match (number(parts.next()), number(parts.next())) {
-        (Some(major), Some(minor)) => Ok((major, minor)),
-        _ => Err(BadVersion),
-    }
 }
 
 impl InjectFlags {
@@ -146,33 +96,9 @@ impl InjectFlags {
     }
 }
 
-impl RegistryFlags {
-    pub(crate) fn opts(&self) -> RegistryOpts {
-        RegistryOpts {
-            platform: self.platform.clone(),
-            insecure: self.insecure_registry.clone(),
-            docker_config: self.registry_config.clone(),
-            timeout: self.registry_timeout,
-            pull_secrets: vec![],
-        }
-    }
-}
-
-/// Images' commands as looked up beforehand (the mutation itself does no I/O).
-struct Looked(BTreeMap<String, Result<ImageCommand, Unresolved>>);
-
-impl Resolve for Looked {
-    fn resolve(&self, image: &str) -> Result<ImageCommand, Unresolved> {
-        self.0
-            .get(image)
-            .cloned()
-            .unwrap_or_else(|| Err(Unresolved("not looked up".into())))
-    }
-}
-
 /// `kubectl-sexton inject`: read, look up the images wrap needs, inject, write, report.
-pub fn inject(flags: InjectFlags) -> i32 {
-    let (mut docs, format) = match read_all(&flags.filename) {
+pub fn inject(flags: InjectFlags) -> Exit {
+    let (mut docs, format) = match read_all(&flags.files.filename) {
         Ok(d) => d,
         Err(e) => return unusable(&e),
     };
@@ -195,8 +121,8 @@ pub fn inject(flags: InjectFlags) -> i32 {
 }
 
 /// `kubectl-sexton uninject`.
-pub fn uninject(flags: UninjectFlags) -> i32 {
-    let (mut docs, format) = match read_all(&flags.filename) {
+pub fn uninject(flags: UninjectFlags) -> Exit {
+    let (mut docs, format) = match read_all(&flags.files.filename) {
         Ok(d) => d,
         Err(e) => return unusable(&e),
     };
@@ -205,60 +131,37 @@ pub fn uninject(flags: UninjectFlags) -> i32 {
 }
 
 /// Looks the images up (on a runtime of its own: the rest is synchronous).
-fn look_up(images: &[String], opts: &RegistryOpts) -> Result<Looked, i32> {
+fn look_up(images: &[String], opts: &RegistryOpts) -> Result<Looked, Exit> {
     if images.is_empty() {
-        return Ok(Looked(BTreeMap::new()));
+        return Ok(Looked::default());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    match runtime {
-        Ok(rt) => Ok(Looked(rt.block_on(lookup_all(images, opts)))),
+    match block_on(lookup_all(images, opts)) {
+        Ok(looked) => Ok(Looked(looked)),
         Err(e) => Err(unusable(&format!("cannot start the async runtime: {e}"))),
     }
 }
 
 /// Writes the documents and the reports; the exit code.
-fn finish(docs: &[Value], format: Format, reports: &[Report]) -> i32 {
+fn finish(docs: &[Value], format: Format, reports: &[Report]) -> Exit {
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
         .write_all(write(docs, format).as_bytes())
         .and_then(|()| stdout.flush())
     {
         logging::stderr_line(&format!("kubectl-sexton: writing the output: {e}"));
-        return UNUSABLE;
+        return Exit::Unusable;
     }
     for r in reports {
         logging::stderr_line(&r.to_string());
     }
     if reports.iter().any(|r| r.outcome.is_refused()) {
-        REFUSED
+        Exit::Failed
     } else {
-        0
+        Exit::Ok
     }
 }
 
-fn unusable(e: &dyn std::fmt::Display) -> i32 {
+fn unusable(e: &dyn std::fmt::Display) -> Exit {
     logging::stderr_line(&format!("kubectl-sexton: {e}"));
-    UNUSABLE
-}
-
-#[cfg(test)]
-mod tests {
-    use super::version;
-
-    #[test]
-    fn versions_as_providers_report_them() {
-        for (s, v) in [
-            ("1.29", (1, 29)),
-            ("v1.28.3", (1, 28)),
-            ("1.30+", (1, 30)),
-            ("1.31.0-eks-1", (1, 31)),
-        ] {
-            assert_eq!(version(s).unwrap(), v, "{s}");
-        }
-        for s in ["", "1", "one.two", "v"] {
-            assert!(version(s).is_err(), "{s}");
-        }
-    }
+    Exit::Unusable
 }

@@ -45,8 +45,7 @@ pub fn stderr_line(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// One line on stdout; returns the exit code 0 (for `--version` and `--help`).
-pub fn stdout_line(line: &str) -> i32 {
+/// One line on stdout; a closed stdout is not worth a panic either.
+pub fn stdout_line(line: &str) {
     let _ = writeln!(std::io::stdout(), "{line}");
-    0
 }

@@ -4,15 +4,15 @@
 
 use std::time::Instant;
 
-use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::controller::error::Kind;
+use crate::shared::api_error::Kind;
+use crate::shared::metrics;
 
 /// `controller="sidecar-terminator"`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -45,19 +45,6 @@ pub struct ActedLabel {
 pub struct ErrorLabels {
     pub controller: &'static str,
     pub kind: Kind,
-}
-
-impl EncodeLabelValue for Kind {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        use std::fmt::Write;
-        encoder.write_str(match self {
-            Kind::Conflict => "conflict",
-            Kind::Forbidden => "forbidden",
-            Kind::Invalid => "invalid",
-            Kind::Unavailable => "unavailable",
-            Kind::Other => "other",
-        })
-    }
 }
 
 pub struct Metrics {
@@ -171,9 +158,7 @@ impl Metrics {
 
     /// The OpenMetrics text of every metric.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
-        out
+        metrics::text(&self.registry)
     }
 
     /// Counts one reconciliation of `controller` and times it until the timer is dropped.

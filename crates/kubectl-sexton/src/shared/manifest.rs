@@ -5,7 +5,21 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use clap::Args;
 use serde_json::Value;
+
+/// `-f`: the manifests `inject` and `uninject` read.
+#[derive(Args, Debug)]
+pub struct Filenames {
+    /// Manifest file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE|DIR|-",
+        required = true
+    )]
+    pub filename: Vec<String>,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

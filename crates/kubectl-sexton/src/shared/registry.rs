@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
+use clap::Args;
 use futures_util::StreamExt;
 use futures_util::stream;
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -27,9 +28,10 @@ use oci_client::manifest::{OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::Deserialize;
-use sexton_inject::{ImageCommand, Unresolved};
+use sexton_inject::{ImageCommand, Resolve, Unresolved};
 use tokio::io::AsyncWrite;
 
+use crate::shared::values::timeout;
 use credentials::Credentials;
 pub use platform::Platform;
 use reason::{Context, Failure, explain};
@@ -63,19 +65,46 @@ pub struct RegistryOpts {
     pub pull_secrets: Vec<(String, String)>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum BadTimeout {
-    #[error(transparent)]
-    Syntax(#[from] sexton_core::duration::DurationError),
-    #[error("must be more than 0s")]
-    Zero,
+/// How wrap looks up images' ENTRYPOINT and CMD.
+#[derive(Args, Debug)]
+pub struct RegistryFlags {
+    /// The platform whose image is read from multi-platform images, that of the nodes the pods run on (OS/ARCH[/VARIANT])
+    #[arg(long, value_name = "OS/ARCH", default_value = "linux/amd64", value_parser = Platform::parse)]
+    platform: Platform,
+    /// A registry reached over plain HTTP (HOST[:PORT]); repeatable
+    #[arg(long, value_name = "HOST")]
+    insecure_registry: Vec<String>,
+    /// Registry credentials (a docker config.json; default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json, if present)
+    #[arg(long, value_name = "FILE")]
+    registry_config: Option<PathBuf>,
+    /// The longest one image's lookup may take (connection, authentication, manifests, config)
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = timeout)]
+    registry_timeout: Duration,
 }
 
-/// `--registry-timeout`: a Go duration (`20s`, `1m`), more than zero.
-pub fn timeout(s: &str) -> Result<Duration, BadTimeout> {
-    match sexton_core::duration::parse_go_duration(s)? {
-        d if d.is_zero() => Err(BadTimeout::Zero),
-        d => Ok(d),
+impl RegistryFlags {
+    pub fn opts(&self) -> RegistryOpts {
+        RegistryOpts {
+            platform: self.platform.clone(),
+            insecure: self.insecure_registry.clone(),
+            docker_config: self.registry_config.clone(),
+            timeout: self.registry_timeout,
+            pull_secrets: vec![],
+        }
+    }
+}
+
+/// Images' commands as looked up beforehand: what the pure mutation resolves images with
+/// (it does no I/O itself). An image that was not looked up is unresolved.
+#[derive(Debug, Default)]
+pub struct Looked(pub BTreeMap<String, Result<ImageCommand, Unresolved>>);
+
+impl Resolve for Looked {
+    fn resolve(&self, image: &str) -> Result<ImageCommand, Unresolved> {
+        self.0
+            .get(image)
+            .cloned()
+            .unwrap_or_else(|| Err(Unresolved("not looked up".into())))
     }
 }
 

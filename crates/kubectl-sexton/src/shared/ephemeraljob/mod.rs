@@ -1,0 +1,14 @@
+//! The EphemeralJob resource (`sexton.dev/v1alpha1`, short name `ejob`) as every subcommand
+//! sees it: its types (`types.rs`), its CRD (`crd.rs`: `kubectl-sexton crd`, `doctor`,
+//! `version`), and a pod's part in a job (`targets.rs`: the controller's planning and
+//! `ejob results`).
+
+mod crd;
+mod targets;
+mod types;
+
+pub use crd::crd_yaml;
+#[cfg(test)]
+pub use targets::is_ours;
+pub use targets::{Relation, pod_active, relation, result, target_state};
+pub use types::*;
