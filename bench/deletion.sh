@@ -29,9 +29,10 @@ OUT=target/bench
 GEN=$OUT/deletion
 mkdir -p "$GEN"
 STRATEGIES=native,wrap,native-wrap,kubexit
-CTL=target/x86_64-unknown-linux-gnu/release/kubectl-sexton
+CTL=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
 
-cargo build --release -p kubectl-sexton >&2
+# kubectl-sexton as it ships for linux/amd64 (profile release-nolto, as bench/completion.sh)
+build_workspace >&2
 eval "$(scripts/e2e-cluster.sh up)"
 export KUBECONFIG
 
