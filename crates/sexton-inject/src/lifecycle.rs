@@ -110,7 +110,10 @@ fn caveat(n: &str, what: &[&str]) -> Option<String> {
     (!what.is_empty()).then(|| format!("sidecar {n:?}: startupProbe: {}", what.join("; ")))
 }
 
-/// A probe's or hook's host: the pod's IP by default, which is loopback to the pod itself.
+/// A probe's or hook's host: the kubelet's default is the pod's IP; the supervisor, inside the
+/// pod, asks 127.0.0.1 instead, which reaches every server listening on all addresses or on
+/// loopback (not one bound to the pod's IP alone: the README's table of what wrap cannot
+/// match says so).
 fn host(h: &Value) -> String {
     h["host"]
         .as_str()
