@@ -52,10 +52,7 @@ export KUBECONFIG
 # kubexit:e2e: the kubexit binary at /bin/kubexit and busybox's cp, as kubexit's own image
 # (alpine) offers it to the init container that copies the binary out. For this benchmark
 # only: scripts/e2e-cluster.sh does not build it.
-KUBEXIT="$(bench/kubexit.sh)"
-python3 e2e/mkimage.py "$GEN/kubexit.tar" kubexit:e2e --entrypoint '["/bin/kubexit"]' \
-  --symlink /bin/cp=busybox "$KUBEXIT:/bin/kubexit" /bin/busybox:/bin/busybox
-timeout 60 ctr --address "$E2E_STATE/containerd.sock" -n k8s.io images import "$GEN/kubexit.tar" >/dev/null
+bench/kubexit.sh image "$GEN"
 
 # The Jobs, as JSON (inject answers JSON to JSON; the helper edits the names).
 yaml2json() { kubectl create --dry-run=client -o json -f "$1"; }

@@ -4,7 +4,23 @@
 #   KUBEXIT_BIN=/path/to/kubexit   use this binary
 #   KUBEXIT_SRC=/path/to/checkout  build from a local checkout of github.com/karlkfi/kubexit
 # Otherwise: the cached build, else `go install` from the Go module proxy.
+#   bench/kubexit.sh image DIR     also builds the image kubexit:e2e (in DIR) and imports it
+#                                  into the e2e node's containerd (bench/completion.sh,
+#                                  bench/deletion.sh): the binary at /bin/kubexit and
+#                                  busybox's cp, as kubexit's own image (alpine) offers it to
+#                                  the init container that copies the binary out. For the
+#                                  benchmarks only: scripts/e2e-cluster.sh does not build it.
 set -euo pipefail
+if [ "${1:-}" = image ]; then
+  dir=$2 root="$(cd "$(dirname "$0")/.." && pwd)"
+  # shellcheck source=scripts/lib.sh
+  . "$root/scripts/lib.sh"
+  bin="$("$0")"
+  python3 "$root/e2e/mkimage.py" "$dir/kubexit.tar" kubexit:e2e --entrypoint '["/bin/kubexit"]' \
+    --symlink /bin/cp=busybox "$bin:/bin/kubexit" /bin/busybox:/bin/busybox
+  timeout 60 ctr --address "$E2E_STATE/containerd.sock" -n k8s.io images import "$dir/kubexit.tar" >/dev/null
+  exit 0
+fi
 CACHE="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}"
 VERSION="${KUBEXIT_VERSION:-v0.3.2}"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0

@@ -16,6 +16,7 @@ use thiserror::Error;
 use crate::duration::{format_go_duration, parse_go_duration};
 use crate::endpoint::{HttpUrl, Probe};
 use crate::names::{parse_dep_list, validate_name, validate_subdomain};
+use crate::pre_stop::PreStop;
 use crate::settings::{Id, Origin, Raw, Setting};
 use crate::signal::Signal;
 
@@ -69,6 +70,25 @@ impl DeathTrigger {
             s,
             &[("any", Self::Any), ("success", Self::Success)],
             "`any` or `success`",
+        )
+    }
+}
+
+/// Whether one death dependency's death stops the child, or only all of theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeathDepsMode {
+    /// kubexit's meaning of `KUBEXIT_DEATH_DEPS`: the first death stops the child.
+    Any,
+    /// A sidecar of several mains: the child is stopped once every one of them died.
+    All,
+}
+
+impl DeathDepsMode {
+    pub fn parse(s: &str) -> Result<Self, NotOneOf> {
+        one_of(
+            s,
+            &[("any", Self::Any), ("all", Self::All)],
+            "`any` or `all`",
         )
     }
 }
@@ -165,6 +185,12 @@ pub struct Config {
     pub signal_group: bool,
     pub dep_exit_code: DepExitCode,
     pub death_trigger: DeathTrigger,
+    pub death_deps_mode: DeathDepsMode,
+    pub hold_stop: bool,
+    pub pod_grace_period: Duration,
+    pub restart_child: bool,
+    pub restart_backoff: Duration,
+    pub pre_stop: Option<PreStop>,
     pub pod: Option<PodRef>,
     pub kubeconfig: Option<PathBuf>,
     pub watch: WatchMode,
@@ -331,6 +357,14 @@ impl<L: Fn(&str) -> Option<Raw>> Reader<L> {
             .map(PathBuf::from)
     }
 
+    fn pre_stop(&self) -> Result<Option<PreStop>, ConfigError> {
+        let v = self.get(Id::PreStop);
+        if v.text().is_empty() {
+            return Ok(None);
+        }
+        v.parse(PreStop::parse).map(Some)
+    }
+
     fn ready_probe(&self) -> Result<Option<Probe>, ConfigError> {
         let v = self.get(Id::ReadyProbe);
         if v.text().is_empty() {
@@ -389,6 +423,12 @@ impl Config {
             signal_group: r.get(Id::SignalGroup).parse(parse_bool)?,
             dep_exit_code: r.get(Id::DepExitCode).parse(DepExitCode::parse)?,
             death_trigger: r.get(Id::DeathTrigger).parse(DeathTrigger::parse)?,
+            death_deps_mode: r.get(Id::DeathDepsMode).parse(DeathDepsMode::parse)?,
+            hold_stop: r.get(Id::HoldStop).parse(parse_bool)?,
+            pod_grace_period: r.duration(Id::PodGracePeriod, Duration::ZERO)?,
+            restart_child: r.get(Id::RestartChild).parse(parse_bool)?,
+            restart_backoff: r.duration(Id::RestartBackoff, Duration::from_millis(10))?,
+            pre_stop: r.pre_stop()?,
             pod: r.pod()?,
             kubeconfig: r.optional_path(Id::Kubeconfig),
             watch: r.get(Id::Watch).parse(WatchMode::parse)?,

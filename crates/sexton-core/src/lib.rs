@@ -6,13 +6,17 @@
 //! - `config`: parsing and validating them into a `Config`, with `names`, `duration`,
 //!   `signal` and `endpoint` for the value syntaxes;
 //! - `tombstone`: the graveyard's record format (kubexit's YAML, sexton's JSON);
-//! - `machine`: the supervisor's decision machine: observations in, actions out.
+//! - `machine`: the supervisor's decision machine: observations in, actions out;
+//! - `contract`: the sidecar contract's rules (all deps, held stop, restart, preStop),
+//!   with `pre_stop` for the hook's syntax.
 
 pub mod config;
+pub mod contract;
 pub mod duration;
 pub mod endpoint;
 pub mod machine;
 pub mod names;
+pub mod pre_stop;
 pub mod settings;
 pub mod signal;
 pub mod tombstone;

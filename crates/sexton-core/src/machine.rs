@@ -8,11 +8,16 @@
 //! - while the child is being stopped there is always a deadline, so every run ends;
 //! - a dependency seen dead stays dead (a later record may only update its exit code);
 //! - the exit code follows the documented rules.
+//!
+//! The sidecar contract's rules (`contract.rs`: all deps, held stop signals, restarts,
+//! preStop) are decided here too; with `Contract::default()` the machine is kubexit's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, DeathTrigger, DepExitCode};
+use crate::config::{Config, DeathDepsMode, DeathTrigger, DepExitCode};
+use crate::contract::{Backoff, Contract, Hold, MIN_GRACE_AFTER_HOOK};
+use crate::pre_stop::PreStop;
 pub use crate::signal::Signal;
 use crate::tombstone::Tombstone;
 
@@ -137,6 +142,10 @@ pub enum Reason {
     Signaled,
     /// A death dependency died and the child was stopped.
     StoppedByDependency,
+    /// A stop signal came: held while death dependencies lived (KUBEXIT_HOLD_STOP) and
+    /// the hold reached its bound, or none lived; or the child was not running (waiting
+    /// to be restarted).
+    StoppedBySignal,
     /// A death dependency was already dead (or died while waiting for birth deps): the
     /// child was never started.
     DependencyDeadBeforeStart,
@@ -183,6 +192,7 @@ impl Reason {
             Reason::Exited => "exited",
             Reason::Signaled => "signaled",
             Reason::StoppedByDependency => "stopped-by-dependency",
+            Reason::StoppedBySignal => "stopped-by-signal",
             Reason::DependencyDeadBeforeStart => "dependency-dead-before-start",
             Reason::TerminatedBeforeStart => "terminated-before-start",
             Reason::BirthTimeout => "birth-timeout",
@@ -221,6 +231,12 @@ pub enum Action {
     /// SIGKILL the child's process group (grace period over); report a failure with
     /// `on_kill_failed`.
     Kill { why: String },
+    /// Start the child again (it exited while its death dependencies live): record
+    /// `count` restarts in the tombstone, then start it; report as for `Spawn`.
+    Restart { count: u32 },
+    /// Run the preStop hook (exec or HTTP; a `sleep` one is the core's own timer); report
+    /// its end with `on_pre_stop_done`.
+    RunPreStop,
     /// Record the death and exit with the outcome's code.
     Finish(Outcome),
 }
@@ -241,6 +257,8 @@ pub struct Policy {
     /// sexton is PID 1 of its PID namespace: when it exits, the kernel kills every other
     /// process of the namespace, the child included.
     pub pid1: bool,
+    /// The sidecar contract's rules (off: kubexit's behaviour).
+    pub contract: Contract,
 }
 
 impl Policy {
@@ -256,6 +274,16 @@ impl Policy {
             death_trigger: c.death_trigger,
             birth_via_api: c.pod.is_some() && !c.birth_deps.is_empty(),
             pid1,
+            contract: Contract {
+                all_deps: c.death_deps_mode == DeathDepsMode::All,
+                hold: c.hold_stop.then_some(Hold {
+                    pod_grace: c.pod_grace_period,
+                }),
+                restart: c.restart_child.then_some(Backoff {
+                    base: c.restart_backoff,
+                }),
+                pre_stop: c.pre_stop.clone(),
+            },
         }
     }
 }
@@ -282,14 +310,53 @@ pub enum Phase {
     /// `Spawn` was asked for; the glue records `Born` and starts the child.
     Starting,
     Running,
+    /// The child exited while the death dependencies live (KUBEXIT_RESTART_CHILD): it is
+    /// started again at `at`.
+    Restarting {
+        at: Instant,
+    },
+    /// A stop signal came while a death dependency lives (KUBEXIT_HOLD_STOP): held, not
+    /// forwarded, until they all died or `until`.
+    Holding {
+        signal: Signal,
+        until: Instant,
+    },
     Stopping {
-        dep: String,
+        cause: Cause,
+        /// The preStop hook runs until then at the latest; the termination signal follows.
+        hook_until: Option<Instant>,
         kill_at: Instant,
         killed: bool,
         /// After SIGKILL (sent or refused): when to stop waiting for the child.
         give_up_at: Option<Instant>,
     },
     Finished,
+}
+
+/// Why the child is being stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The death dependencies died, as the policy counts deaths; the one named completed it.
+    Dependency(String),
+    /// A stop signal. `bound`: it was held and the hold reached its bound with death
+    /// dependencies still alive; otherwise none lived (any more).
+    Signal { signal: Signal, bound: bool },
+}
+
+impl Cause {
+    fn reason(&self) -> Reason {
+        match self {
+            Cause::Dependency(_) => Reason::StoppedByDependency,
+            Cause::Signal { .. } => Reason::StoppedBySignal,
+        }
+    }
+
+    fn dep(&self) -> Option<String> {
+        match self {
+            Cause::Dependency(d) => Some(d.clone()),
+            Cause::Signal { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -301,6 +368,17 @@ pub struct Core {
     api_ready: BTreeSet<String>,
     /// Why the API could not be read so far, until it answers once.
     api_problem: Option<String>,
+    /// The child runs: between a spawn and the reaping of its status.
+    child_running: bool,
+    /// How the child last exited.
+    last_status: Option<ChildStatus>,
+    /// When the child was last started.
+    started_at: Option<Instant>,
+    /// Restarts so far, and the back-off step of the last one.
+    restarts: u32,
+    backoff_step: Option<u32>,
+    /// A stop signal was forwarded to the child: its exit is final, never restarted.
+    stop_forwarded: bool,
 }
 
 impl Core {
@@ -311,6 +389,12 @@ impl Core {
             deps: BTreeMap::new(),
             api_ready: Default::default(),
             api_problem: None,
+            child_running: false,
+            last_status: None,
+            started_at: None,
+            restarts: 0,
+            backoff_step: None,
+            stop_forwarded: false,
         }
     }
 
@@ -320,6 +404,11 @@ impl Core {
 
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// How often the child was started again.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
     }
 
     /// Every dependency whose tombstone this container watches (death deps, and birth
@@ -354,7 +443,11 @@ impl Core {
     /// dependencies whose changes the watch and the poll must see.)
     pub fn wants_lock_watch(&self, name: &str) -> bool {
         let waiting = matches!(self.phase, Phase::Created | Phase::WaitingBirth { .. });
-        let live = waiting || matches!(self.phase, Phase::Starting | Phase::Running);
+        let live = waiting
+            || matches!(
+                self.phase,
+                Phase::Starting | Phase::Running | Phase::Restarting { .. } | Phase::Holding { .. }
+            );
         (live && self.is_death_dep(name))
             || (waiting && self.tombstone_birth_deps().iter().any(|d| d == name))
     }
@@ -380,6 +473,12 @@ impl Core {
     pub fn deadline(&self) -> Option<Instant> {
         match &self.phase {
             Phase::WaitingBirth { deadline } => Some(*deadline),
+            Phase::Restarting { at } => Some(*at),
+            Phase::Holding { until, .. } => Some(*until),
+            Phase::Stopping {
+                hook_until: Some(h),
+                ..
+            } => Some(*h),
             Phase::Stopping {
                 kill_at,
                 killed: false,
@@ -399,17 +498,38 @@ impl Core {
         )
     }
 
+    /// The death dependency whose death stops the child, once the policy says it does:
+    /// the first that died (kubexit's `any`); under `all`, once every one died, the last
+    /// of the list.
     fn dead_death_dep(&self) -> Option<String> {
-        self.policy
-            .death_deps
-            .iter()
+        let deps = &self.policy.death_deps;
+        if self.policy.contract.all_deps {
+            let all = !deps.is_empty() && deps.iter().all(|d| self.is_trigger(self.dep_state(d)));
+            return deps.last().filter(|_| all).cloned();
+        }
+        deps.iter()
             .find(|d| self.is_trigger(self.dep_state(d)))
             .cloned()
     }
 
+    /// Death dependencies that live (started, not dead): what a held stop signal waits for.
+    pub fn living_death_deps(&self) -> Vec<String> {
+        self.policy
+            .death_deps
+            .iter()
+            .filter(|d| {
+                matches!(
+                    self.dep_state(d),
+                    DepState::Alive { .. } | DepState::Unreadable
+                )
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Whether restarts of failed containers are expected (KUBEXIT_DEATH_TRIGGER=success
     /// is for restartPolicy OnFailure).
-    fn restarts(&self) -> bool {
+    fn deps_may_restart(&self) -> bool {
         self.policy.death_trigger == DeathTrigger::Success
     }
 
@@ -419,7 +539,7 @@ impl Core {
         self.tombstone_birth_deps()
             .iter()
             .find(|d| match self.dep_state(d) {
-                DepState::Dead { exit_code } => !self.restarts() || *exit_code == Some(0),
+                DepState::Dead { exit_code } => !self.deps_may_restart() || *exit_code == Some(0),
                 _ => false,
             })
             .cloned()
@@ -505,7 +625,37 @@ impl Core {
     }
 
     fn describe_dead(&self, dep: &str) -> String {
-        format!("death dependency {dep:?} {}", self.describe_death(dep))
+        let mut s = format!("death dependency {dep:?} {}", self.describe_death(dep));
+        if self.policy.contract.all_deps && self.policy.death_deps.len() > 1 {
+            s.push_str(&format!(
+                ", and with it all of {}",
+                self.policy.death_deps.join(", ")
+            ));
+        }
+        s
+    }
+
+    fn describe_cause(&self, cause: &Cause) -> String {
+        match cause {
+            Cause::Dependency(d) => self.describe_dead(d),
+            Cause::Signal {
+                signal,
+                bound: true,
+            } => format!(
+                "{signal} was held while death dependencies lived ({}) until its bound, the pod's grace period of {} less this container's grace period and 1s",
+                self.living_death_deps().join(", "),
+                crate::duration::format_go_duration(
+                    self.policy
+                        .contract
+                        .hold
+                        .map_or(Duration::ZERO, |h| h.pod_grace)
+                )
+            ),
+            Cause::Signal {
+                signal,
+                bound: false,
+            } => format!("{signal} received and no death dependency lives"),
+        }
     }
 
     /// "died with exit code 3" or "died (exit code unknown)".
@@ -589,14 +739,16 @@ impl Core {
         vec![]
     }
 
-    /// The child was started (after `Spawn`).
+    /// The child was started (after `Spawn` or `Restart`).
     pub fn on_spawned(&mut self, now: Instant) -> Vec<Action> {
         if self.phase != Phase::Starting {
             return vec![];
         }
         self.phase = Phase::Running;
+        self.child_running = true;
+        self.started_at = Some(now);
         match self.dead_death_dep() {
-            Some(dep) => self.stop(dep, now),
+            Some(dep) => self.stop(Cause::Dependency(dep), now, true),
             None => vec![],
         }
     }
@@ -616,10 +768,11 @@ impl Core {
         if !self.is_watched(name) {
             return vec![];
         }
-        let state = self.dep_state(name).merge(state, self.restarts());
+        let state = self.dep_state(name).merge(state, self.deps_may_restart());
         self.deps.insert(name.to_string(), state.clone());
         let fired = self.is_death_dep(name) && self.is_trigger(&state);
-        match self.phase {
+        let stops = fired && self.dead_death_dep().is_some();
+        match self.phase.clone() {
             Phase::Created | Phase::Starting | Phase::Finished | Phase::Stopping { .. } => {
                 vec![]
             }
@@ -635,35 +788,128 @@ impl Core {
                     vec![]
                 }
             }
-            Phase::Running if fired => self.stop(name.to_string(), now),
-            Phase::Running => vec![],
+            Phase::Running | Phase::Restarting { .. } if stops => {
+                self.stop(Cause::Dependency(name.to_string()), now, true)
+            }
+            Phase::Running | Phase::Restarting { .. } => vec![],
+            Phase::Holding { signal, .. } => {
+                if self.dead_death_dep().is_some() || self.living_death_deps().is_empty() {
+                    self.release(signal, now)
+                } else {
+                    vec![]
+                }
+            }
         }
     }
 
-    /// A death dependency died while the child runs: the termination signal now, SIGKILL
-    /// after the grace period.
-    fn stop(&mut self, dep: String, now: Instant) -> Vec<Action> {
-        let why = self.describe_dead(&dep);
+    /// Stops the child: the preStop hook first when the supervisor decides the stop itself
+    /// (`run_hook`; on a signal the kubelet has run it), then the termination signal, then
+    /// SIGKILL after the grace period. Without a running child (it waits to be restarted,
+    /// or exited during a hold), the container ends at once.
+    fn stop(&mut self, cause: Cause, now: Instant, run_hook: bool) -> Vec<Action> {
+        if !self.child_running {
+            return self.end_without_child(cause);
+        }
+        let kill_at = now + self.policy.grace_period;
+        let hook = self.policy.contract.pre_stop.clone().filter(|_| run_hook);
+        let hook_until = hook.as_ref().map(|h| match h {
+            PreStop::Sleep(d) => (now + *d).min(kill_at),
+            _ => kill_at,
+        });
+        let mut actions = match &hook {
+            None => vec![self.term_action(&cause)],
+            Some(PreStop::Sleep(_)) => vec![],
+            Some(_) => vec![Action::RunPreStop],
+        };
         self.phase = Phase::Stopping {
-            dep,
-            kill_at: now + self.policy.grace_period,
+            cause,
+            hook_until,
+            kill_at,
             killed: false,
             give_up_at: None,
         };
-        let mut actions = vec![Action::Signal {
-            signal: self.policy.term_signal,
-            group: self.policy.signal_group,
-            why,
-        }];
         actions.extend(self.tick(now));
         actions
     }
 
+    fn term_action(&self, cause: &Cause) -> Action {
+        Action::Signal {
+            signal: self.policy.term_signal,
+            group: self.policy.signal_group,
+            why: self.describe_cause(cause),
+        }
+    }
+
+    /// The preStop hook ended (or its time is up): the termination signal, and at least
+    /// `MIN_GRACE_AFTER_HOOK` before SIGKILL, as the kubelet gives.
+    fn after_hook(&mut self, now: Instant) -> Vec<Action> {
+        let Phase::Stopping {
+            cause,
+            hook_until: Some(_),
+            kill_at,
+            ..
+        } = self.phase.clone()
+        else {
+            return vec![];
+        };
+        let mut actions = vec![self.term_action(&cause)];
+        self.phase = Phase::Stopping {
+            cause,
+            hook_until: None,
+            kill_at: kill_at.max(now + MIN_GRACE_AFTER_HOOK),
+            killed: false,
+            give_up_at: None,
+        };
+        actions.extend(self.tick(now));
+        actions
+    }
+
+    /// The preStop hook (exec or HTTP) finished, whatever its result.
+    pub fn on_pre_stop_done(&mut self, now: Instant) -> Vec<Action> {
+        self.after_hook(now)
+    }
+
+    /// The container ends without a child to stop: exit code as if it had been stopped.
+    fn end_without_child(&mut self, cause: Cause) -> Vec<Action> {
+        let exit_code = self.code_when_stopped(self.last_status);
+        let last = self
+            .last_status
+            .map_or("never ran".to_string(), describe_status);
+        let message = format!(
+            "{}; the child was not running (it {last}); exiting {exit_code}",
+            self.describe_cause(&cause)
+        );
+        self.finish(Outcome {
+            exit_code,
+            reason: cause.reason(),
+            child_signal: None,
+            death_dep: cause.dep(),
+            message,
+        })
+    }
+
+    /// Whether the child is between two runs (a stop signal then means: no more runs).
+    fn between_runs(&self) -> bool {
+        matches!(self.phase, Phase::Restarting { .. })
+            || (self.phase == Phase::Starting && self.restarts > 0)
+    }
+
     /// A signal arrived for the wrapper (SIGCHLD is handled by the glue, never here).
-    pub fn on_signal(&mut self, sig: Signal, _now: Instant) -> Vec<Action> {
+    pub fn on_signal(&mut self, sig: Signal, now: Instant) -> Vec<Action> {
+        let stop = sig.ends_wait();
+        // (a container without death dependencies has nothing to hold for)
+        let hold = self.policy.contract.hold.is_some() && !self.policy.death_deps.is_empty();
         match self.phase {
+            _ if self.between_runs() => match (stop, hold) {
+                (false, _) => vec![],
+                (true, true) => self.hold(sig, now),
+                (true, false) => self.end_without_child(Cause::Signal {
+                    signal: sig,
+                    bound: false,
+                }),
+            },
             Phase::Created | Phase::WaitingBirth { .. } | Phase::Starting => {
-                if sig.ends_wait() {
+                if stop {
                     let msg =
                         format!("received {sig} before the child was started; not starting it");
                     self.not_started(Reason::TerminatedBeforeStart, 128 + sig.number(), None, msg)
@@ -671,7 +917,12 @@ impl Core {
                     vec![]
                 }
             }
-            Phase::Running | Phase::Stopping { .. } if sig.is_forwarded() => {
+            Phase::Running if stop && hold => self.hold(sig, now),
+            Phase::Holding { .. } if stop => vec![], // held already
+            Phase::Running | Phase::Stopping { .. } | Phase::Holding { .. }
+                if sig.is_forwarded() && self.child_running =>
+            {
+                self.stop_forwarded |= stop;
                 vec![Action::Signal {
                     signal: sig,
                     group: self.policy.signal_group,
@@ -682,7 +933,42 @@ impl Core {
         }
     }
 
-    /// Timers: birth timeout, end of the grace period, end of the wait after SIGKILL.
+    /// Ordered termination: a stop signal while death dependencies live is held until
+    /// they died, at most until the bound that leaves the child its grace period inside
+    /// the pod's (`Hold::until`).
+    fn hold(&mut self, sig: Signal, now: Instant) -> Vec<Action> {
+        let Some(hold) = self.policy.contract.hold else {
+            return vec![];
+        };
+        let hook_time =
+            (self.policy.contract.pre_stop.as_ref()).map_or(Duration::ZERO, PreStop::known_length);
+        let until = hold.until(now, hook_time, self.policy.grace_period);
+        let living = !self.living_death_deps().is_empty();
+        if !living || until <= now {
+            let cause = Cause::Signal {
+                signal: sig,
+                bound: living,
+            };
+            return self.stop(cause, now, false);
+        }
+        self.phase = Phase::Holding { signal: sig, until };
+        vec![]
+    }
+
+    /// The hold ends because no death dependency lives any more (or one died, under `any`).
+    fn release(&mut self, signal: Signal, now: Instant) -> Vec<Action> {
+        let cause = match self.dead_death_dep() {
+            Some(d) => Cause::Dependency(d),
+            None => Cause::Signal {
+                signal,
+                bound: false,
+            },
+        };
+        self.stop(cause, now, false)
+    }
+
+    /// Timers: birth timeout, restart back-off, the bound of a hold, the end of a preStop
+    /// hook, of the grace period, of the wait after SIGKILL.
     pub fn tick(&mut self, now: Instant) -> Vec<Action> {
         match self.phase.clone() {
             Phase::WaitingBirth { deadline } if now >= deadline => {
@@ -699,14 +985,33 @@ impl Core {
                 msg.push_str("; not starting the child");
                 self.not_started(Reason::BirthTimeout, 1, None, msg)
             }
+            Phase::Restarting { at } if now >= at => {
+                self.phase = Phase::Starting;
+                vec![Action::Restart {
+                    count: self.restarts,
+                }]
+            }
+            Phase::Holding { signal, until } if now >= until => {
+                let cause = Cause::Signal {
+                    signal,
+                    bound: true,
+                };
+                self.stop(cause, now, false)
+            }
             Phase::Stopping {
-                dep,
+                hook_until: Some(h),
+                ..
+            } if now >= h => self.after_hook(now),
+            Phase::Stopping {
+                cause,
+                hook_until: None,
                 kill_at,
                 killed: false,
                 ..
             } if now >= kill_at => {
                 self.phase = Phase::Stopping {
-                    dep,
+                    cause,
+                    hook_until: None,
                     kill_at,
                     killed: true,
                     give_up_at: Some(now + KILL_WAIT),
@@ -720,11 +1025,11 @@ impl Core {
                 }]
             }
             Phase::Stopping {
-                dep,
+                cause,
                 give_up_at: Some(t),
                 ..
             } if now >= t => self.give_up(
-                dep,
+                cause,
                 format!(
                     "the child did not exit within {} after SIGKILL",
                     crate::duration::format_go_duration(KILL_WAIT)
@@ -738,14 +1043,15 @@ impl Core {
     /// exiting ends the child anyway (the kernel kills the rest of the namespace), so end
     /// now; otherwise give the child a last moment to exit, then leave it behind.
     pub fn on_kill_failed(&mut self, problem: String, now: Instant) -> Vec<Action> {
-        let Phase::Stopping { dep, kill_at, .. } = self.phase.clone() else {
+        let Phase::Stopping { cause, kill_at, .. } = self.phase.clone() else {
             return vec![];
         };
         if self.policy.pid1 {
-            return self.give_up(dep, format!("SIGKILL failed ({problem})"));
+            return self.give_up(cause, format!("SIGKILL failed ({problem})"));
         }
         self.phase = Phase::Stopping {
-            dep,
+            cause,
+            hook_until: None,
             kill_at,
             killed: true,
             give_up_at: Some(now + KILL_WAIT),
@@ -756,53 +1062,62 @@ impl Core {
     /// The child cannot be stopped. As PID 1 the container ends with the code it would
     /// have had (the kernel kills the child when PID 1 exits); otherwise the child is left
     /// running, which is an error.
-    fn give_up(&mut self, dep: String, why: String) -> Vec<Action> {
+    fn give_up(&mut self, cause: Cause, why: String) -> Vec<Action> {
+        let because = self.describe_cause(&cause);
         if self.policy.pid1 {
             let exit_code = self.code_when_stopped(None);
             let message = format!(
-                "child stopped because death dependency {dep:?} died, but {why}; exiting {exit_code} as PID 1, which makes the kernel kill the rest of the container"
+                "child stopped because {because}, but {why}; exiting {exit_code} as PID 1, which makes the kernel kill the rest of the container"
             );
             return self.finish(Outcome {
                 exit_code,
-                reason: Reason::StoppedByDependency,
+                reason: cause.reason(),
                 child_signal: None,
-                death_dep: Some(dep),
+                death_dep: cause.dep(),
                 message,
             });
         }
         let message = format!(
-            "death dependency {dep:?} died, but the child could not be stopped: {why}; exiting 1 and leaving it running (sexton is not PID 1, so nothing else will end it)"
+            "{because}, but the child could not be stopped: {why}; exiting 1 and leaving it running (sexton is not PID 1, so nothing else will end it)"
         );
         self.finish(Outcome {
             exit_code: 1,
             reason: Reason::ChildNotStopped,
             child_signal: None,
-            death_dep: Some(dep),
+            death_dep: cause.dep(),
             message,
         })
     }
 
     /// The child's own exit status was reaped.
-    pub fn on_child_exit(&mut self, status: ChildStatus, _now: Instant) -> Vec<Action> {
+    pub fn on_child_exit(&mut self, status: ChildStatus, now: Instant) -> Vec<Action> {
+        if self.phase == Phase::Finished {
+            return vec![];
+        }
+        self.child_running = false;
+        self.last_status = Some(status);
         let child_signal = match status {
             ChildStatus::Signaled(s) => Some(s),
             ChildStatus::Exited(_) => None,
         };
         let outcome = match self.phase.clone() {
-            Phase::Finished => return vec![],
-            Phase::Stopping { dep, .. } => {
+            Phase::Stopping { cause, .. } => {
                 let exit_code = self.code_when_stopped(Some(status));
                 Outcome {
                     exit_code,
-                    reason: Reason::StoppedByDependency,
+                    reason: cause.reason(),
                     child_signal,
                     message: format!(
-                        "child stopped because death dependency {dep:?} died (child status {}); exiting {exit_code}",
+                        "child stopped because {} (child status {}); exiting {exit_code}",
+                        self.describe_cause(&cause),
                         describe_status(status)
                     ),
-                    death_dep: Some(dep),
+                    death_dep: cause.dep(),
                 }
             }
+            // held on: peers ordered after this container still wait for its end
+            Phase::Holding { .. } => return vec![],
+            Phase::Running if self.restart_due() => return self.schedule_restart(now),
             _ => Outcome {
                 exit_code: status.code(),
                 reason: if child_signal.is_some() {
@@ -820,6 +1135,31 @@ impl Core {
             },
         };
         self.finish(outcome)
+    }
+
+    /// A native sidecar's restart: while its death dependencies live and no stop signal
+    /// came.
+    fn restart_due(&self) -> bool {
+        self.policy.contract.restart.is_some()
+            && !self.stop_forwarded
+            && self.dead_death_dep().is_none()
+    }
+
+    /// The kubelet's back-off: at once, then 10 s doubling to 300 s, reset after 10 min.
+    fn schedule_restart(&mut self, now: Instant) -> Vec<Action> {
+        let Some(backoff) = self.policy.contract.restart else {
+            return vec![];
+        };
+        let ran = self
+            .started_at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        let step = Backoff::next_step(self.backoff_step, ran);
+        self.backoff_step = Some(step);
+        self.restarts = self.restarts.saturating_add(1);
+        self.phase = Phase::Restarting {
+            at: now + backoff.delay(step),
+        };
+        self.tick(now)
     }
 
     pub fn on_spawn_failed(&mut self, failure: SpawnFailure, detail: String) -> Vec<Action> {

@@ -27,6 +27,12 @@ pub enum Id {
     SignalGroup,
     DepExitCode,
     DeathTrigger,
+    DeathDepsMode,
+    HoldStop,
+    PodGracePeriod,
+    RestartChild,
+    RestartBackoff,
+    PreStop,
     PodName,
     Namespace,
     Kubeconfig,
@@ -61,6 +67,12 @@ impl Id {
             Id::SignalGroup => "signal_group",
             Id::DepExitCode => "dep_exit_code",
             Id::DeathTrigger => "death_trigger",
+            Id::DeathDepsMode => "death_deps_mode",
+            Id::HoldStop => "hold_stop",
+            Id::PodGracePeriod => "pod_grace_period",
+            Id::RestartChild => "restart_child",
+            Id::RestartBackoff => "restart_backoff",
+            Id::PreStop => "pre_stop",
             Id::PodName => "pod_name",
             Id::Namespace => "namespace",
             Id::Kubeconfig => "kubeconfig",
@@ -162,6 +174,54 @@ pub const SETTINGS: &[Setting] = &[
         help: "Which deaths of a death dependency stop the child: `any`, or only `success` (exit code 0; use with restartPolicy OnFailure, where a failed main is restarted).",
     },
     Setting {
+        id: Id::DeathDepsMode,
+        flag: "death-deps-mode",
+        env: "KUBEXIT_DEATH_DEPS_MODE",
+        default: Some("any"),
+        value_name: "any|all",
+        help: "Whether the child is stopped when `any` death dependency died (kubexit), or only once `all` of them died (a sidecar of several mains).",
+    },
+    Setting {
+        id: Id::HoldStop,
+        flag: "hold-stop",
+        env: "KUBEXIT_HOLD_STOP",
+        default: Some("false"),
+        value_name: "BOOL",
+        help: "Ordered termination: a stop signal (SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGPWR, real-time) received while a death dependency is alive is held, not forwarded, until they all died, then the child is stopped as when they die; at the latest when the pod's grace period leaves only the grace period and 1s.",
+    },
+    Setting {
+        id: Id::PodGracePeriod,
+        flag: "pod-grace-period",
+        env: "KUBEXIT_POD_GRACE_PERIOD",
+        default: Some("30s"),
+        value_name: "DURATION",
+        help: "The pod's terminationGracePeriodSeconds: bounds how long KUBEXIT_HOLD_STOP holds a stop signal.",
+    },
+    Setting {
+        id: Id::RestartChild,
+        flag: "restart-child",
+        env: "KUBEXIT_RESTART_CHILD",
+        default: Some("false"),
+        value_name: "BOOL",
+        help: "Start the child again whenever it exits while the death dependencies are alive (a native sidecar's restart), with the kubelet's back-off; never once they died or a stop signal came. The lock and tombstone stay this supervisor's, so peers see the container alive across restarts.",
+    },
+    Setting {
+        id: Id::RestartBackoff,
+        flag: "restart-backoff",
+        env: "KUBEXIT_RESTART_BACKOFF",
+        default: Some("10s"),
+        value_name: "DURATION",
+        help: "Back-off of KUBEXIT_RESTART_CHILD: the first restart at once, then this, doubling up to 30 times this (300s by default); at once again after a run of 10 minutes.",
+    },
+    Setting {
+        id: Id::PreStop,
+        flag: "pre-stop",
+        env: "KUBEXIT_PRE_STOP",
+        default: Some(""),
+        value_name: "HOOK",
+        help: "The container's preStop hook, run before the termination signal when a death dependency's death stops the child (not on a signal: the kubelet ran it then): `exec:[\"CMD\",\"ARG\"]`, `http://HOST:PORT/PATH` (GET) or `sleep:DURATION`. Its time counts in the grace period.",
+    },
+    Setting {
         id: Id::PodName,
         flag: "pod-name",
         env: "KUBEXIT_POD_NAME",
@@ -207,7 +267,7 @@ pub const SETTINGS: &[Setting] = &[
         env: "KUBEXIT_READY_PROBE",
         default: Some(""),
         value_name: "PROBE",
-        help: "When this container counts as ready (its tombstone's `Ready`): immediately when unset; or when a check of the child succeeds: `tcp://HOST:PORT` (connect), `http://HOST:PORT/PATH` (GET returns 2xx), `file:///PATH` (file exists).",
+        help: "When this container counts as ready (its tombstone's `Ready`): immediately when unset; or when a check of the child succeeds: `tcp://HOST:PORT` (connect), `http://HOST:PORT/PATH` (GET answers 200-399, as for the kubelet), `file:///PATH` (file exists).",
     },
     Setting {
         id: Id::ReadyInterval,
@@ -269,7 +329,7 @@ pub const SETTINGS: &[Setting] = &[
 
 // `Id::setting` indexes the table: each setting stands at its id's place.
 const _: () = {
-    assert!(SETTINGS.len() == 23);
+    assert!(SETTINGS.len() == 29);
     let mut i = 0;
     while i < SETTINGS.len() {
         assert!(SETTINGS[i].id as usize == i);

@@ -34,6 +34,9 @@ pub struct Tombstone {
     /// The death dependency whose death stopped this container.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub death_dep: Option<String>,
+    /// How often the supervisor started the child again (KUBEXIT_RESTART_CHILD).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<u32>,
 }
 
 fn ser_time<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
@@ -146,6 +149,16 @@ fn apply(t: &mut Tombstone, key: &str, val: Val) -> Result<(), DecodeError> {
         "signal" => t.signal = string(val)?,
         "reason" => t.reason = string(val)?,
         "deathdep" => t.death_dep = string(val)?,
+        "restarts" => {
+            t.restarts = match val {
+                Val::Null => None,
+                Val::Int(i) => Some(
+                    u32::try_from(i)
+                        .map_err(|_| DecodeError::Invalid(format!("{key}: {i} is out of range")))?,
+                ),
+                _ => return Err(DecodeError::Invalid(format!("{key}: expected an integer"))),
+            }
+        }
         _ => {} // unknown keys: forward compatible
     }
     Ok(())
@@ -294,6 +307,7 @@ mod tests {
             signal: Some("SIGKILL".into()),
             reason: Some("stopped-by-dependency".into()),
             death_dep: Some("main".into()),
+            restarts: Some(3),
         };
         let bytes = ts.encode();
         let text = String::from_utf8(bytes.clone()).unwrap();
@@ -302,6 +316,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\"ExitCode\":137"));
+        assert!(text.contains("\"Restarts\":3"));
         assert!(text.ends_with('\n'));
         assert_eq!(Tombstone::decode(&bytes).unwrap(), ts);
     }
@@ -345,6 +360,8 @@ mod tests {
             br#"{"Died": 5}"#,
             br#"{"ExitCode": 1.5}"#,
             br#"{"ExitCode": 99999999999}"#,
+            br#"{"Restarts": -1}"#,
+            br#"{"Restarts": "2"}"#,
         ];
         for c in cases {
             assert!(

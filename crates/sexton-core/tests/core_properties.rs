@@ -2,7 +2,8 @@
 //! observations, signals, child exits, helper reports and clock ticks, driven the way the
 //! OS glue drives the core. Invariants:
 //! - the child is signalled (or killed) only between its spawn and the reaping of its
-//!   status, and it is spawned at most once;
+//!   status, and it is spawned once, then only restarted after it exited (when restarts
+//!   are on), never after a stop signal;
 //! - exactly one `Finish`, and nothing after it;
 //! - while stopping there is always a deadline, and following the deadlines ends the run
 //!   without any help from the child;
@@ -14,10 +15,12 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use sexton_core::config::{DeathTrigger, DepExitCode};
+use sexton_core::contract::{Backoff, Contract, Hold};
 use sexton_core::machine::{
     Action, ChildStatus, Core, DepState, KILL_WAIT, Outcome, Phase, PodView, Policy, Reason,
     Signal, SpawnFailure,
 };
+use sexton_core::pre_stop::PreStop;
 
 const NAMES: [&str; 4] = ["main", "db", "proxy", "other"];
 
@@ -31,6 +34,7 @@ enum Step {
     ApiUnreachable,
     ApiError,
     KillFailed,
+    PreStopDone,
 }
 
 /// How the glue answers a `Spawn`.
@@ -83,6 +87,29 @@ fn pod_view() -> impl Strategy<Value = PodView> {
         })
 }
 
+/// The sidecar contract's rules, each on or off.
+fn contract() -> impl Strategy<Value = Contract> {
+    (
+        any::<bool>(),
+        prop::option::of(0..40_000u64),
+        prop::option::of(1..20_000u64),
+        prop::option::of(prop_oneof![
+            Just(PreStop::Exec(vec!["/drain".into()])),
+            (0..5000u64).prop_map(|ms| PreStop::Sleep(Duration::from_millis(ms))),
+        ]),
+    )
+        .prop_map(|(all_deps, hold, restart, pre_stop)| Contract {
+            all_deps,
+            hold: hold.map(|ms| Hold {
+                pod_grace: Duration::from_millis(ms),
+            }),
+            restart: restart.map(|ms| Backoff {
+                base: Duration::from_millis(ms),
+            }),
+            pre_stop,
+        })
+}
+
 fn policy() -> impl Strategy<Value = Policy> {
     (
         names(),
@@ -95,9 +122,22 @@ fn policy() -> impl Strategy<Value = Policy> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        contract(),
     )
         .prop_map(
-            |(death, birth, grace, timeout, term, group, child_code, success, api, pid1)| Policy {
+            |(
+                death,
+                birth,
+                grace,
+                timeout,
+                term,
+                group,
+                child_code,
+                success,
+                api,
+                pid1,
+                contract,
+            )| Policy {
                 death_deps: death,
                 birth_deps: birth,
                 grace_period: Duration::from_millis(grace),
@@ -116,6 +156,7 @@ fn policy() -> impl Strategy<Value = Policy> {
                 },
                 birth_via_api: api,
                 pid1,
+                contract,
             },
         )
 }
@@ -130,6 +171,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::ApiUnreachable),
         1 => Just(Step::ApiError),
         1 => Just(Step::KillFailed),
+        1 => Just(Step::PreStopDone),
     ]
 }
 
@@ -148,7 +190,14 @@ struct Harness {
     policy: Policy,
     now: Instant,
     spawned: bool,
+    /// The child runs (spawned or restarted, not reaped since).
+    running: bool,
+    /// The child's last status.
     reaped: Option<ChildStatus>,
+    /// A stop signal reached the wrapper after the child was first started.
+    stop_signalled: bool,
+    /// The preStop hook was asked for and has not been reported done.
+    hook_running: bool,
     finished: Option<Outcome>,
     spawn_results: Vec<SpawnResult>,
     /// Dependencies seen dead.
@@ -159,7 +208,7 @@ struct Harness {
 
 impl Harness {
     fn child_alive(&self) -> bool {
-        self.spawned && self.reaped.is_none()
+        self.running
     }
 
     fn run(&mut self, actions: Vec<Action>) -> Result<(), TestCaseError> {
@@ -167,13 +216,21 @@ impl Harness {
         while let Some(a) = queue.pop_front() {
             prop_assert!(self.finished.is_none(), "{a:?} after Finish");
             match a {
-                Action::Spawn => {
-                    prop_assert!(!self.spawned, "spawned twice");
+                Action::Spawn | Action::Restart { .. } => {
+                    if let Action::Restart { count } = a {
+                        prop_assert!(self.policy.contract.restart.is_some());
+                        prop_assert!(self.spawned && !self.running, "restarted a live child");
+                        prop_assert!(!self.stop_signalled, "restarted after a stop signal");
+                        prop_assert_eq!(count, self.core.restarts());
+                    } else {
+                        prop_assert!(!self.spawned, "spawned twice");
+                    }
                     prop_assert_eq!(self.core.phase(), &Phase::Starting);
                     let result = self.spawn_results.pop().unwrap_or(SpawnResult::Started);
                     let next = match result {
                         SpawnResult::Started => {
                             self.spawned = true;
+                            self.running = true;
                             self.core.on_spawned(self.now)
                         }
                         SpawnResult::Failed(f) => self.core.on_spawn_failed(f, "x".into()),
@@ -185,6 +242,15 @@ impl Harness {
                 }
                 Action::Signal { .. } | Action::Kill { .. } => {
                     prop_assert!(self.child_alive(), "{a:?} without a live child");
+                }
+                Action::RunPreStop => {
+                    prop_assert!(self.child_alive(), "preStop without a live child");
+                    prop_assert!(
+                        matches!(self.policy.contract.pre_stop, Some(PreStop::Exec(_))),
+                        "RunPreStop for {:?}",
+                        self.policy.contract.pre_stop
+                    );
+                    self.hook_running = true;
                 }
                 Action::Finish(o) => {
                     self.check_outcome(&o)?;
@@ -211,7 +277,10 @@ impl Harness {
                 );
                 st.code()
             }
-            Reason::StoppedByDependency => stopped_code(self.reaped),
+            // the child's last status, unless it still runs (given up on after SIGKILL)
+            Reason::StoppedByDependency | Reason::StoppedBySignal => {
+                stopped_code(self.reaped.filter(|_| !self.running))
+            }
             Reason::DependencyDeadBeforeStart => {
                 prop_assert!(!self.spawned);
                 stopped_code(None)
@@ -261,6 +330,7 @@ impl Harness {
             Step::Signal(n) => {
                 let sig = Signal::new(*n).unwrap();
                 self.last_signal = Some(sig);
+                self.stop_signalled |= self.spawned && sig.ends_wait();
                 self.core.on_signal(sig, self.now)
             }
             Step::ChildExit(st) => {
@@ -268,6 +338,7 @@ impl Harness {
                     return Ok(()); // no child: the glue reaps no status for it
                 }
                 self.reaped = Some(*st);
+                self.running = false;
                 self.core.on_child_exit(*st, self.now)
             }
             Step::Tick(ms) => {
@@ -288,6 +359,13 @@ impl Harness {
                 }
                 self.core.on_kill_failed("EPERM".into(), self.now)
             }
+            Step::PreStopDone => {
+                if !self.hook_running {
+                    return Ok(()); // the glue reports only a hook it ran
+                }
+                self.hook_running = false;
+                self.core.on_pre_stop_done(self.now)
+            }
         };
         self.run(actions)?;
         self.check_state()
@@ -300,7 +378,9 @@ impl Harness {
                 "stopping without a deadline"
             );
         }
-        if let Phase::WaitingBirth { .. } = self.core.phase() {
+        if let Phase::WaitingBirth { .. } | Phase::Holding { .. } | Phase::Restarting { .. } =
+            self.core.phase()
+        {
             prop_assert!(self.core.deadline().is_some());
         }
         for name in &self.seen_dead {
@@ -322,7 +402,7 @@ impl Harness {
     /// Follows the deadlines alone (the child never exits on its own): a run that is
     /// stopping or waiting must end within a few deadlines.
     fn drain_deadlines(&mut self) -> Result<(), TestCaseError> {
-        for _ in 0..4 {
+        for _ in 0..8 {
             if self.finished.is_some() {
                 return Ok(());
             }
@@ -334,7 +414,7 @@ impl Harness {
             self.run(actions)?;
         }
         match self.core.phase() {
-            Phase::Stopping { .. } | Phase::WaitingBirth { .. } => {
+            Phase::Stopping { .. } | Phase::WaitingBirth { .. } | Phase::Holding { .. } => {
                 prop_assert!(
                     false,
                     "did not end by following deadlines: {:?}",
@@ -364,7 +444,10 @@ proptest! {
             policy,
             now,
             spawned: false,
+            running: false,
             reaped: None,
+            stop_signalled: false,
+            hook_running: false,
             finished: None,
             spawn_results,
             seen_dead: vec![],
@@ -411,7 +494,9 @@ proptest! {
         policy in policy(),
         code in prop::option::of(0..3i32),
     ) {
-        let policy = Policy { death_deps: vec!["main".into()], birth_deps: vec![], ..policy };
+        // (a preStop hook delays the signal: covered by the sequences above)
+        let contract = Contract { pre_stop: None, ..policy.contract.clone() };
+        let policy = Policy { death_deps: vec!["main".into()], birth_deps: vec![], contract, ..policy };
         let t0 = Instant::now();
         let mut c = Core::new(policy.clone());
         prop_assert_eq!(c.start(t0), vec![Action::Spawn]);

@@ -60,8 +60,14 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
         None => {
             warnings.extend(repair(&mut changed, None));
             let out = first_pass(&mut changed, opts, resolver);
-            if let Outcome::Refused(why) = &out {
-                warnings.push(format!("sexton: pod admitted unchanged: {why}"));
+            match &out {
+                Outcome::Refused(why) => {
+                    warnings.push(format!("sexton: pod admitted unchanged: {why}"))
+                }
+                Outcome::Injected { caveats, .. } => {
+                    warnings.extend(caveats.iter().map(|c| format!("sexton: {c}")))
+                }
+                _ => {}
             }
             Some(out)
         }

@@ -75,7 +75,7 @@ pub fn wrapped(
 }
 
 /// A string from the image, as the pod spec must say it for the process to see it as is.
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('$', "$$")
 }
 

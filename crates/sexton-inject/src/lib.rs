@@ -3,8 +3,8 @@
 //!
 //! - `native`: sidecars become init containers with `restartPolicy: Always` (Kubernetes
 //!   ≥ 1.29 on ordinary nodes);
-//! - `wrap`: every container runs behind the in-pod supervisor, sidecars with death
-//!   dependencies on the mains (anywhere, virtual-kubelet nodes included);
+//! - `wrap`: every container runs behind the in-pod supervisor, with the settings that make
+//!   its sidecars keep a native sidecar's promises (anywhere, virtual-kubelet nodes included);
 //! - `controller`: sidecars get the SidecarTerminator's markers, for the controller to end;
 //! - `auto`: the first of these that works for the template.
 //!
@@ -17,7 +17,9 @@
 
 mod admission;
 mod choose;
+mod contract;
 mod entrypoint;
+mod lifecycle;
 mod markers;
 mod native;
 mod options;

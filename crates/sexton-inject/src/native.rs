@@ -15,6 +15,7 @@
 
 use serde_json::Value;
 
+use crate::contract::StartOrder;
 use crate::entrypoint::Resolve;
 use crate::markers::{env_value, has_marker, strip_markers};
 use crate::options::{Mechanism, Options, Position};
@@ -22,7 +23,7 @@ use crate::record::{Moved, Record};
 use crate::report::Refusal;
 use crate::sidecars::Roles;
 use crate::template::{Template, name};
-use crate::wrap::wrap;
+use crate::wrap::supervise;
 
 pub fn native(t: &mut Template, roles: &Roles, position: Position) -> Result<Record, Refusal> {
     check(t, roles, Mechanism::Native)?;
@@ -32,7 +33,8 @@ pub fn native(t: &mut Template, roles: &Roles, position: Position) -> Result<Rec
 }
 
 /// `native-wrap`: `wrap`, then the sidecars made native, after the init container that
-/// installs the supervisor they run behind.
+/// installs the supervisor they run behind. The kubelet orders their start (no birth
+/// dependencies); the supervisor their stop.
 pub fn native_wrap(
     t: &mut Template,
     roles: &Roles,
@@ -40,7 +42,7 @@ pub fn native_wrap(
     resolver: &dyn Resolve,
 ) -> Result<Record, Refusal> {
     check(t, roles, Mechanism::NativeWrap)?;
-    let mut record = wrap(t, roles, opts, resolver)
+    let mut record = supervise(t, roles, opts, resolver, StartOrder::Kubelet)
         .map_err(|r| Refusal::new(Mechanism::NativeWrap, r.message))?;
     record.mechanism = Mechanism::NativeWrap;
     move_to_init(t, roles, opts.position, 1, &mut record);

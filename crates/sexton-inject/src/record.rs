@@ -38,6 +38,10 @@ pub struct Record {
     pub created_lists: Vec<String>,
     #[serde(default)]
     pub absent: Absent,
+    /// What of the containers' own settings could not be carried over (said in the report,
+    /// not kept).
+    #[serde(skip)]
+    pub caveats: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +80,7 @@ impl Record {
             added_volumes: vec![],
             created_lists: vec![],
             absent: Absent::default(),
+            caveats: vec![],
         }
     }
 

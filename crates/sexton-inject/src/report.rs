@@ -13,6 +13,8 @@ pub enum Outcome {
         sidecars: Vec<String>,
         /// Why this mechanism, when `auto` chose it over another.
         note: Option<String>,
+        /// What of the containers' own settings the mechanism could not carry over.
+        caveats: Vec<String>,
     },
     /// Left as it was, and why (no sidecars, disabled, ...).
     Unchanged(String),
@@ -46,6 +48,7 @@ impl fmt::Display for Report {
                 mechanism,
                 sidecars,
                 note,
+                caveats,
             } => {
                 write!(f, "{mechanism} (sidecars: {})", sidecars.join(", "))?;
                 if *mechanism == Mechanism::Controller {
@@ -56,6 +59,9 @@ impl fmt::Display for Report {
                 }
                 if let Some(n) = note {
                     write!(f, "; {n}")?;
+                }
+                for c in caveats {
+                    write!(f, "; {c}")?;
                 }
                 Ok(())
             }

@@ -168,6 +168,7 @@ fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> 
                 mechanism: record.mechanism,
                 sidecars: roles.sidecars.clone(),
                 note,
+                caveats: record.caveats.clone(),
             };
             record.save(t);
             outcome

@@ -1,12 +1,14 @@
 //! `wrap`: the in-pod supervisor, as `examples/job-sidecar.yaml` does by hand. An init
 //! container copies the static `sexton` into an `emptyDir`; every container of
 //! `spec.containers` runs its own process behind `/sexton/sexton --`, records its life in a
-//! memory-backed graveyard `emptyDir`, and each sidecar has the mains as death
-//! dependencies, with a grace period that fits in the pod's `terminationGracePeriodSeconds`.
-//! Works wherever the pod runs (virtual-kubelet nodes included), on any Kubernetes version.
+//! memory-backed graveyard `emptyDir`, and gets the settings of the sidecar contract
+//! (`contract.rs`: sidecars stop after all mains, in reverse order, also on pod deletion;
+//! start before them; are restarted when they crash). Works wherever the pod runs
+//! (virtual-kubelet nodes included), on any Kubernetes version.
 
 use serde_json::{Value, json};
 
+use crate::contract::{Group, StartOrder, plan};
 use crate::entrypoint::{Resolve, needs_image, wrapped};
 use crate::markers::{has_env, has_marker, strip_markers};
 use crate::options::{Mechanism, Options};
@@ -20,18 +22,29 @@ pub const BIN_VOLUME: &str = "sexton-bin";
 pub const GRAVEYARD_VOLUME: &str = "sexton-graveyard";
 const BIN_PATH: &str = "/sexton";
 const GRAVEYARD_PATH: &str = "/sexton-graveyard";
-/// The kubelet's default `terminationGracePeriodSeconds`.
-const DEFAULT_POD_GRACE: i64 = 30;
 
 fn refuse(message: String) -> Refusal {
     Refusal::new(Mechanism::Wrap, message)
 }
 
+/// `wrap`: the supervisor also orders the start (birth dependencies).
 pub fn wrap(
     t: &mut Template,
     roles: &Roles,
     opts: &Options,
     resolver: &dyn Resolve,
+) -> Result<Record, Refusal> {
+    supervise(t, roles, opts, resolver, StartOrder::Supervisor)
+}
+
+/// Every container behind the supervisor, with the contract's settings; `start` says who
+/// orders the start (`native-wrap`: the kubelet).
+pub fn supervise(
+    t: &mut Template,
+    roles: &Roles,
+    opts: &Options,
+    resolver: &dyn Resolve,
+    start: StartOrder,
 ) -> Result<Record, Refusal> {
     check_pod(t)?;
     let mut commands = vec![];
@@ -40,17 +53,15 @@ pub fn wrap(
         commands.push(wrapped_command(c, resolver)?);
     }
     let mut record = Record::new(Mechanism::Wrap, &roles.sidecars, &roles.mains);
+    let mut plan = plan(t, roles, start);
+    record.caveats = std::mem::take(&mut plan.caveats);
     add_volumes(t, &mut record);
     add_install(t, opts, &mut record);
-    let grace = sidecar_grace(t.spec());
     for (name_, (command, args)) in t.container_names().into_iter().zip(commands) {
-        let deps = roles
-            .sidecars
-            .contains(&name_)
-            .then(|| roles.mains.join(","));
+        let contract = plan.settings.remove(&name_).unwrap_or_default();
         let c = t.container_mut(&name_).expect("a container");
         set_command(c, command, args, &mut record);
-        add_env(c, &name_, deps.as_deref(), grace, &mut record);
+        add_env(c, &name_, contract, &mut record);
         add_mounts(c, &mut record);
     }
     Ok(record)
@@ -171,15 +182,6 @@ fn add_install(t: &mut Template, opts: &Options, record: &mut Record) {
     record.added_init_containers = vec![INSTALL.into()];
 }
 
-/// How long a sidecar has between SIGTERM and SIGKILL once the mains are done: inside the
-/// pod's grace period, so that on pod deletion the supervisor, not the kubelet, kills it.
-fn sidecar_grace(spec: &Value) -> i64 {
-    let pod = spec["terminationGracePeriodSeconds"]
-        .as_i64()
-        .unwrap_or(DEFAULT_POD_GRACE);
-    if pod > 10 { pod - 5 } else { (pod / 2).max(1) }
-}
-
 fn set_command(
     c: &mut Value,
     command: Vec<String>,
@@ -197,18 +199,20 @@ fn set_command(
     }
 }
 
-/// The supervisor's settings, where the container does not set them itself; OpenKruise's
-/// markers go (the supervisor ends the sidecar, the SidecarTerminator must not).
-fn add_env(c: &mut Value, name_: &str, death_deps: Option<&str>, grace: i64, record: &mut Record) {
-    let mut vars = vec![
-        ("KUBEXIT_NAME", name_.to_string()),
-        ("KUBEXIT_GRAVEYARD", GRAVEYARD_PATH.into()),
+/// The supervisor's settings, each group where the container does not set its first
+/// variable itself; OpenKruise's markers go (the supervisor ends the sidecar, the
+/// SidecarTerminator must not).
+fn add_env(c: &mut Value, name_: &str, contract: Vec<Group>, record: &mut Record) {
+    let mut groups = vec![
+        vec![("KUBEXIT_NAME", name_.to_string())],
+        vec![("KUBEXIT_GRAVEYARD", GRAVEYARD_PATH.into())],
     ];
-    if let Some(deps) = death_deps {
-        vars.push(("KUBEXIT_DEATH_DEPS", deps.into()));
-        vars.push(("KUBEXIT_GRACE_PERIOD", format!("{grace}s")));
-    }
-    let missing: Vec<_> = vars.into_iter().filter(|(k, _)| !has_env(c, k)).collect();
+    groups.extend(contract);
+    let missing: Vec<_> = groups
+        .into_iter()
+        .filter(|g| g.first().is_some_and(|(k, _)| !has_env(c, k)))
+        .flatten()
+        .collect();
     if missing.is_empty() && !has_marker(c) {
         return;
     }

@@ -172,3 +172,28 @@ fn an_init_container_with_probes_but_no_restart_policy_was_a_native_sidecar() {
         "a plain init container stays one"
     );
 }
+
+#[test]
+fn what_wrap_cannot_carry_over_is_a_warning() {
+    let mut p = pod(json!({"sexton.dev/inject": "wrap"}), json!([]));
+    p["spec"]["containers"][1]["command"] = json!(["/proxy"]);
+    p["spec"]["containers"][1]["startupProbe"] = json!({"exec": {"command": ["ready"]}});
+    let (injected, a) = admitted(&p, Scope::Annotation);
+    assert!(
+        matches!(&a.outcome, Some(Outcome::Injected { caveats, .. }) if caveats.len() == 1),
+        "{a:?}"
+    );
+    assert_eq!(
+        a.warnings,
+        [
+            "sexton: sidecar \"proxy\": a startupProbe's exec has no equivalent in the supervisor, so the mains start once its process started"
+        ]
+    );
+    // the main still waits for the proxy's process to start
+    let main = &injected["spec"]["containers"][0];
+    let env = main["env"].as_array().unwrap();
+    assert!(
+        env.contains(&json!({"name": "KUBEXIT_BIRTH_DEPS", "value": "proxy"})),
+        "{main}"
+    );
+}

@@ -90,11 +90,21 @@ fn supervise(args: Vec<OsString>) -> i32 {
             return 2;
         }
     };
+    // Signals first, before any thread and before the logging set-up, which blocks every
+    // signal for a moment: a SIGTERM arriving then would be unblocked again by it and, for
+    // the init of a PID namespace without a handler, dropped.
+    let signals = match crate::sigfd::Signals::block() {
+        Ok(s) => s,
+        Err(e) => {
+            stderr_line(&format!("sexton: {e}"));
+            return 2;
+        }
+    };
     let libraries = crate::logging::in_pod_libraries(cfg.log_level);
     crate::logging::init(cfg.log_format, cfg.log_level, libraries);
     let span = tracing::info_span!("sexton", container = %cfg.name);
     let _enter = span.enter();
-    match crate::supervisor::run(cfg) {
+    match crate::supervisor::run(cfg, signals) {
         Ok(code) => code,
         Err(e) => {
             tracing::error!("{e}");

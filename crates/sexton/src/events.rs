@@ -13,6 +13,8 @@ use sexton_core::machine::PodView;
 pub enum Event {
     /// The readiness probe of the child succeeded.
     Ready,
+    /// The HTTP preStop hook answered, failed or ran out of time.
+    PreStopDone,
     /// The lock of this dependency was released: its supervisor is gone.
     LockReleased(String),
     /// A lock waiter could not block on this dependency's lock (and why).

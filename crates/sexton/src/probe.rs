@@ -1,4 +1,4 @@
-//! Readiness probes of the child (TCP connect, HTTP GET 2xx, file exists) and shutdown
+//! Readiness probes of the child (TCP connect, HTTP GET 200-399, file exists) and shutdown
 //! hooks (HTTP POST). The targets are local endpoints (a sidecar proxy's admin port), so a
 //! minimal HTTP/1.1 client over a `TcpStream`, bounded in time, does the job without a TLS
 //! stack or an async runtime in the in-pod binary.
@@ -24,8 +24,9 @@ pub enum NotReady {
 pub fn check(probe: &Probe, timeout: Duration) -> Result<(), NotReady> {
     match probe {
         Probe::Tcp { host, port } => Ok(connect(host, *port, timeout).map(drop)?),
+        // the kubelet's rule for httpGet probes, which `inject` maps here
         Probe::Http(u) => match request("GET", u, timeout)? {
-            code if (200..300).contains(&code) => Ok(()),
+            code if (200..400).contains(&code) => Ok(()),
             code => Err(NotReady::Status(code)),
         },
         Probe::File(p) => match std::fs::symlink_metadata(p) {

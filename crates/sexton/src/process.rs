@@ -1,10 +1,12 @@
 //! The child process: spawning in its own process group, signalling, reaping (as PID 1 or
 //! as a child subreaper) without ever losing the child's own exit status.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nix::errno::Errno;
@@ -21,13 +23,91 @@ pub struct Child {
     pub pgid: Pid,
 }
 
+/// The program and its arguments, ready for `execv` in the forked child: everything is
+/// allocated before the fork (only async-signal-safe calls after it).
+struct Exec {
+    /// Where the program may be: itself if it names a path, else each `PATH` entry.
+    candidates: Vec<CString>,
+    _args: Vec<CString>,
+    argv: Vec<*const nix::libc::c_char>,
+}
+
+// SAFETY: the pointers point into `_args`, owned alongside and never changed; the closure
+// that holds this runs only in the forked child.
+unsafe impl Send for Exec {}
+unsafe impl Sync for Exec {}
+
+impl Exec {
+    fn new(command: &[OsString]) -> Option<Exec> {
+        let cstr = |s: &OsStr| CString::new(s.as_bytes()).ok();
+        let args: Vec<CString> = command.iter().map(|a| cstr(a)).collect::<Option<_>>()?;
+        let mut argv: Vec<_> = args.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let candidates = search_path(&command[0])
+            .iter()
+            .map(|p| cstr(p.as_os_str()))
+            .collect::<Option<_>>()?;
+        Some(Exec {
+            candidates,
+            _args: args,
+            argv,
+        })
+    }
+
+    /// execvp's search without its fallback: glibc's execvp runs a file the kernel refuses
+    /// with ENOEXEC through /bin/sh, so an arm64 binary on an amd64 node became a shell
+    /// script with a syntax error. `execv` has no such retry. Returns only on failure,
+    /// with execvp's errno (EACCES if a candidate was refused, else the last error).
+    fn exec(&self) -> io::Error {
+        let mut denied = false;
+        let mut last = nix::libc::ENOENT;
+        for path in &self.candidates {
+            // SAFETY: a NUL-terminated path and a NULL-terminated argv of live CStrings.
+            unsafe { nix::libc::execv(path.as_ptr(), self.argv.as_ptr()) };
+            last = Errno::last_raw();
+            match Errno::from_raw(last) {
+                Errno::EACCES => denied = true,
+                Errno::ENOENT
+                | Errno::ENOTDIR
+                | Errno::ESTALE
+                | Errno::ENODEV
+                | Errno::ETIMEDOUT => {}
+                _ => return io::Error::from_raw_os_error(last),
+            }
+        }
+        io::Error::from_raw_os_error(if denied { nix::libc::EACCES } else { last })
+    }
+}
+
+/// Where `execvp` would look for `program`: the name itself if it has a `/`, else in
+/// each entry of `PATH` (glibc's default `/bin:/usr/bin` without one; an empty entry is
+/// the working directory).
+fn search_path(program: &OsStr) -> Vec<PathBuf> {
+    if program.as_bytes().contains(&b'/') {
+        return vec![PathBuf::from(program)];
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| match dir.as_os_str().is_empty() {
+            true => PathBuf::from(program),
+            false => dir.join(program),
+        })
+        .collect()
+}
+
 /// Starts the command in a new process group, with no signal blocked. When stdin is a
-/// terminal the child's group is made the terminal's foreground group (so it can read from
-/// it and gets ^C directly).
-pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
+/// terminal and `foreground`, the child's group is made the terminal's foreground group
+/// (so it can read from it and gets ^C directly).
+pub fn spawn(command: &[OsString], foreground: bool) -> Result<Child, (SpawnFailure, String)> {
+    let name = command[0].to_string_lossy();
+    let Some(exec) = Exec::new(command) else {
+        let detail =
+            format!("command {name:?} cannot be executed: an argument contains a NUL byte");
+        return Err((SpawnFailure::NotExecutable, detail));
+    };
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]);
-    let tty = nix::unistd::isatty(io::stdin().as_fd()).unwrap_or(false);
+    let tty = foreground && nix::unistd::isatty(io::stdin().as_fd()).unwrap_or(false);
     // Runs in the child between fork and exec (async-signal-safe calls only).
     unsafe {
         cmd.pre_exec(move || {
@@ -47,7 +127,8 @@ pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
                 let _ = nix::unistd::tcsetpgrp(io::stdin().as_fd(), nix::unistd::getpid());
                 signal::signal(ttou, old)?;
             }
-            Ok(())
+            // exec here: std's own exec would be glibc's execvp (see `Exec::exec`)
+            Err(exec.exec())
         });
     }
     match cmd.spawn() {
@@ -57,22 +138,31 @@ pub fn spawn(command: &[OsString]) -> Result<Child, (SpawnFailure, String)> {
             drop(child);
             Ok(Child { pid, pgid: pid })
         }
-        Err(e) => {
-            let name = command[0].to_string_lossy();
-            Err(match e.kind() {
-                io::ErrorKind::NotFound => (
-                    SpawnFailure::NotFound,
-                    format!(
-                        "command {name:?} not found: {e} (check the image's PATH and the container's command)"
-                    ),
-                ),
-                _ => (
-                    SpawnFailure::NotExecutable,
-                    format!("command {name:?} cannot be executed: {e}"),
-                ),
-            })
-        }
+        Err(e) => Err(spawn_failure(&command[0], &e)),
     }
+}
+
+/// Why the command could not be started, in one line naming the file.
+fn spawn_failure(program: &OsStr, e: &io::Error) -> (SpawnFailure, String) {
+    let name = program.to_string_lossy();
+    if e.kind() == io::ErrorKind::NotFound {
+        let detail = format!(
+            "command {name:?} not found: {e} (check the image's PATH and the container's command)"
+        );
+        return (SpawnFailure::NotFound, detail);
+    }
+    // the file the kernel refused: the first candidate that exists
+    let file = search_path(program)
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .map_or(name.to_string(), |p| p.display().to_string());
+    let detail = match e.raw_os_error() {
+        Some(nix::libc::ENOEXEC) => format!(
+            "command {file:?} cannot be executed: exec format error (not a program for this machine: a binary built for another architecture, or a script without #!)"
+        ),
+        _ => format!("command {file:?} cannot be executed: {e}"),
+    };
+    (SpawnFailure::NotExecutable, detail)
 }
 
 /// Sends `sig` (any number, real-time ones included: `nix`'s `Signal` cannot hold those,
@@ -130,12 +220,22 @@ pub fn decode_wait_status(raw: i32) -> Option<ChildStatus> {
     ))
 }
 
-/// Reaps every exited child (orphans included). Returns the child's status if it was
-/// among them, and how many other processes were reaped. Raw `waitpid` so that no status
-/// is ever dropped after the kernel has handed it over.
-pub fn reap(child: Option<Pid>) -> (Option<ChildStatus>, usize) {
-    let mut status = None;
-    let mut others = 0;
+/// What one `reap` collected.
+#[derive(Debug, Default)]
+pub struct Reaped {
+    /// The child's status, if it exited.
+    pub child: Option<ChildStatus>,
+    /// The preStop hook's status, if it exited.
+    pub hook: Option<ChildStatus>,
+    /// Other processes reaped (orphans).
+    pub others: usize,
+}
+
+/// Reaps every exited child (orphans included): the child's status, the preStop hook's,
+/// and how many other processes were reaped. Raw `waitpid` so that no status is ever
+/// dropped after the kernel has handed it over.
+pub fn reap(child: Option<Pid>, hook: Option<Pid>) -> Reaped {
+    let mut r = Reaped::default();
     loop {
         let mut raw = 0;
         // SAFETY: waitpid writes the status into `raw`, a valid i32.
@@ -152,13 +252,16 @@ pub fn reap(child: Option<Pid>) -> (Option<ChildStatus>, usize) {
         let Some(st) = decode_wait_status(raw) else {
             continue; // stopped/continued: not an exit
         };
-        if Some(Pid::from_raw(pid)) == child {
-            status = Some(st);
+        let pid = Some(Pid::from_raw(pid));
+        if pid == child {
+            r.child = Some(st);
+        } else if pid == hook {
+            r.hook = Some(st);
         } else {
-            others += 1;
+            r.others += 1;
         }
     }
-    (status, others)
+    r
 }
 
 /// When not PID 1, become a child subreaper so orphans of the child are reparented to us

@@ -165,6 +165,13 @@ impl OwnRecord {
         self.write_reserved(slot).map(|()| true)
     }
 
+    /// Records how often the child was started again. `Born` and `Ready` stay: peers see
+    /// the container alive across restarts (the lock is the supervisor's, not the child's).
+    pub fn record_restart(&mut self, count: u32) -> io::Result<()> {
+        self.tombstone.restarts = Some(count);
+        self.write(&self.tombstone.encode())
+    }
+
     /// Records the death, in the space reserved for it.
     pub fn record_death(&mut self, o: &Outcome) -> io::Result<()> {
         let t = &mut self.tombstone;

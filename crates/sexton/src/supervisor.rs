@@ -25,15 +25,20 @@ use crate::record::OwnRecord;
 use crate::setup_error::SetupError;
 use crate::sigfd::Signals;
 use crate::watch::{GraveyardWatcher, Interest};
-use sexton_core::config::{Config, DeathTrigger, WatchMode};
+use sexton_core::config::{Config, DeathDepsMode, DeathTrigger, WatchMode};
 use sexton_core::duration::format_go_duration;
-use sexton_core::machine::{Action, Core, DepState, Outcome, Phase, Policy, Reason};
+use sexton_core::machine::{
+    Action, ChildStatus, Core, DepState, Outcome, Phase, Policy, Reason, describe_status,
+};
+use sexton_core::pre_stop::PreStop;
 use sexton_core::signal::Signal;
 
 pub struct Supervisor {
     cfg: Config,
     core: Core,
     child: Option<Child>,
+    /// The preStop hook's process (an `exec` hook), while it runs.
+    hook: Option<Child>,
     record: OwnRecord,
     observer: Observer,
     signals: Signals,
@@ -51,11 +56,10 @@ pub struct Supervisor {
     probe_stop: Arc<AtomicBool>,
 }
 
-/// Sets up signal handling, the graveyard and its watch, then supervises until the
-/// container is to end. Returns the exit code.
-pub fn run(cfg: Config) -> Result<i32, SetupError> {
-    // Signals first, before any thread exists (threads inherit the mask).
-    let signals = Signals::block()?;
+/// Sets up the graveyard and its watch, then supervises until the container is to end.
+/// Returns the exit code. `signals` were blocked before any thread existed (threads
+/// inherit the mask: `cli.rs`).
+pub fn run(cfg: Config, signals: Signals) -> Result<i32, SetupError> {
     let (poster, events) = Poster::new()?;
     let pid1 = std::process::id() == 1;
     if !pid1 {
@@ -79,6 +83,7 @@ pub fn run(cfg: Config) -> Result<i32, SetupError> {
         core,
         cfg,
         child: None,
+        hook: None,
         record,
         signals,
         watcher,
@@ -301,21 +306,75 @@ impl Supervisor {
 
     fn on_signal(&mut self, sig: Signal, now: Instant) -> Vec<Action> {
         if sig == Signal::SIGCHLD {
-            let (status, others) = process::reap(self.child.map(|c| c.pid));
-            if others > 0 {
-                debug!(count = others, "reaped orphaned processes");
-            }
-            return match status {
-                Some(st) => self.core.on_child_exit(st, now),
-                None => vec![],
-            };
+            return self.reaped(now);
         }
         info!(signal = %sig, "received signal");
-        let actions = self.core.on_signal(sig, now);
-        if actions.is_empty() && self.child.is_none() {
+        // Whether to hold a stop signal depends on the dependencies as they are now: read
+        // them again rather than trust an inotify event still queued behind the signal.
+        let mut actions = vec![];
+        if self.cfg.hold_stop && sig.ends_wait() {
+            actions = self.rescan(now);
+        }
+        let was_holding = matches!(self.core.phase(), Phase::Holding { .. });
+        actions.extend(self.core.on_signal(sig, now));
+        if let (false, Phase::Holding { until, .. }) = (was_holding, self.core.phase()) {
+            info!(
+                "holding {sig}: death dependencies {} still alive; the child is stopped once they died, at the latest in {}",
+                self.core.living_death_deps().join(", "),
+                format_go_duration(until.saturating_duration_since(now))
+            );
+        } else if actions.is_empty() && self.child.is_none() && self.core.restarts() == 0 {
             info!(signal = %sig, "no child yet: {sig} is not a stop signal; dropped");
         }
         actions
+    }
+
+    /// SIGCHLD: every exited process reaped; the child's and the hook's ends told to the core.
+    fn reaped(&mut self, now: Instant) -> Vec<Action> {
+        let r = process::reap(self.child.map(|c| c.pid), self.hook.map(|h| h.pid));
+        if r.others > 0 {
+            debug!(count = r.others, "reaped orphaned processes");
+        }
+        let mut actions = vec![];
+        if let Some(st) = r.hook {
+            self.hook = None;
+            info!("preStop hook {}", describe_status(st));
+            actions.extend(self.core.on_pre_stop_done(now));
+        }
+        if let Some(st) = r.child {
+            self.child = None;
+            let next = self.core.on_child_exit(st, now);
+            self.explain_child_exit(st, now, &next);
+            actions.extend(next);
+        }
+        actions
+    }
+
+    /// A child's exit that does not end the container: restarted (at once when `actions`
+    /// already restart it), or the stop held.
+    fn explain_child_exit(&self, st: ChildStatus, now: Instant, actions: &[Action]) {
+        let status = describe_status(st);
+        let n = self.core.restarts();
+        let when = match self.core.phase() {
+            _ if actions.iter().any(|a| matches!(a, Action::Restart { .. })) => {
+                "at once".to_string()
+            }
+            Phase::Restarting { at } => format!(
+                "in {}",
+                format_go_duration(at.saturating_duration_since(now))
+            ),
+            Phase::Holding { .. } => {
+                info!(
+                    "child {status} while a stop signal is held; not restarting it, waiting for the death dependencies to die"
+                );
+                return;
+            }
+            _ => return,
+        };
+        info!(
+            restarts = n,
+            "child {status}; restarting it {when} (restart {n}; the death dependencies are alive)"
+        );
     }
 
     /// Drains the graveyard watch: re-creates a removed graveyard, re-reads what changed.
@@ -415,6 +474,7 @@ impl Supervisor {
                     self.on_ready();
                     vec![]
                 }
+                Event::PreStopDone => self.core.on_pre_stop_done(now),
                 Event::LockReleased(dep) => self.observe(&dep, true, now),
                 Event::LockWaitFailed(dep, why) => {
                     self.observer.waiter_failed(&dep, &why);
@@ -464,20 +524,36 @@ impl Supervisor {
         actions
     }
 
-    /// Under KUBEXIT_DEATH_TRIGGER=success a failed death dependency does not stop the
-    /// child; say so, since it looks like a missed death otherwise.
+    /// A death dependency that died without stopping the child: under
+    /// KUBEXIT_DEATH_TRIGGER=success a failure (it may be restarted), under
+    /// KUBEXIT_DEATH_DEPS_MODE=all one of several. Said, since it looks like a missed death
+    /// otherwise.
     fn explain_success_trigger(&self, name: &str, state: &DepState, actions: &[Action]) {
-        if !actions.is_empty()
-            || self.cfg.death_trigger != DeathTrigger::Success
-            || !self.cfg.death_deps.iter().any(|d| d == name)
-        {
+        let DepState::Dead { exit_code } = state else {
+            return;
+        };
+        if !actions.is_empty() || !self.cfg.death_deps.iter().any(|d| d == name) {
             return;
         }
-        if let DepState::Dead { exit_code } = state {
+        let code = exit_code.map_or("unknown".to_string(), |c| c.to_string());
+        if self.cfg.death_trigger == DeathTrigger::Success && *exit_code != Some(0) {
             info!(
                 dep = name,
-                "death dependency {name:?} died with exit code {}; not stopping the child (KUBEXIT_DEATH_TRIGGER=success: it may be restarted)",
-                exit_code.map_or("unknown".to_string(), |c| c.to_string())
+                "death dependency {name:?} died with exit code {code}; not stopping the child (KUBEXIT_DEATH_TRIGGER=success: it may be restarted)"
+            );
+        } else if self.cfg.death_deps_mode == DeathDepsMode::All {
+            let success = self.cfg.death_trigger == DeathTrigger::Success;
+            let waiting: Vec<&str> = (self.cfg.death_deps.iter())
+                .filter(|d| match self.core.dep_state(d) {
+                    DepState::Dead { exit_code } => success && *exit_code != Some(0),
+                    _ => true,
+                })
+                .map(String::as_str)
+                .collect();
+            info!(
+                dep = name,
+                "death dependency {name:?} died with exit code {code}; the child is stopped once all have died (KUBEXIT_DEATH_DEPS_MODE=all), waiting for {}",
+                waiting.join(", ")
             );
         }
     }
@@ -570,6 +646,10 @@ impl Supervisor {
         while let Some(action) = queue.pop_front() {
             match action {
                 Action::Spawn => queue.extend(self.spawn_child(Instant::now())),
+                Action::Restart { count } => {
+                    queue.extend(self.restart_child(count, Instant::now()))
+                }
+                Action::RunPreStop => queue.extend(self.run_pre_stop(Instant::now())),
                 Action::Signal { signal, group, why } => self.send(signal, group, &why),
                 Action::Kill { why } => queue.extend(self.kill(&why)),
                 Action::Finish(outcome) => return Some(self.finish(outcome)),
@@ -587,24 +667,102 @@ impl Supervisor {
                 .core
                 .on_birth_not_recorded(format!("{}: {e}", path.display()));
         }
+        self.start_child(None, now)
+    }
+
+    /// Starts the child again (KUBEXIT_RESTART_CHILD): the restart count into the
+    /// tombstone (Born and Ready stay), then the child.
+    fn restart_child(&mut self, count: u32, now: Instant) -> Vec<Action> {
+        if let Err(e) = self.record.record_restart(count) {
+            warn!(
+                "cannot record the restart count in the graveyard {}: {e}",
+                self.cfg.graveyard.display()
+            );
+        }
+        self.start_child(Some(count), now)
+    }
+
+    /// Starts the child, unless a stop signal came first (while Born or the restart count
+    /// was written); `Ready` after the first start, unless a probe decides.
+    fn start_child(&mut self, restart: Option<u32>, now: Instant) -> Vec<Action> {
         let mut actions = self.pending_signals(now);
         if self.core.phase() != &Phase::Starting {
-            return actions; // a stop signal arrived while Born was written
+            return actions;
         }
-        match process::spawn(&self.cfg.command) {
+        match process::spawn(&self.cfg.command, true) {
             Ok(child) => {
                 self.child = Some(child);
-                info!(pid = child.pid.as_raw(), command = ?self.cfg.command, "started child");
-                if self.cfg.ready_probe.is_some() {
-                    self.start_probe();
-                } else {
-                    self.on_ready();
+                let pid = child.pid.as_raw();
+                match restart {
+                    None => info!(pid, command = ?self.cfg.command, "started child"),
+                    Some(n) => info!(pid, restarts = n, "restarted child (restart {n})"),
+                }
+                match (restart, &self.cfg.ready_probe) {
+                    (Some(_), _) => {}
+                    (None, Some(_)) => self.start_probe(),
+                    (None, None) => self.on_ready(),
                 }
                 actions.extend(self.core.on_spawned(now));
             }
             Err((failure, detail)) => actions.extend(self.core.on_spawn_failed(failure, detail)),
         }
         actions
+    }
+
+    /// Runs the preStop hook before the termination signal: an `exec` hook as a process
+    /// of its own (reaped with the child), an HTTP one on a thread; each reports its end.
+    /// A hook that cannot be started counts as done (logged).
+    fn run_pre_stop(&mut self, now: Instant) -> Vec<Action> {
+        let Some(hook) = self.cfg.pre_stop.clone() else {
+            return self.core.on_pre_stop_done(now);
+        };
+        let budget = self
+            .core
+            .deadline()
+            .map_or(Duration::ZERO, |d| d.saturating_duration_since(now));
+        info!(
+            hook = %hook.describe(),
+            budget = %format_go_duration(budget),
+            "running the preStop hook before stopping the child"
+        );
+        match hook {
+            PreStop::Exec(command) => {
+                let command: Vec<std::ffi::OsString> =
+                    command.into_iter().map(Into::into).collect();
+                match process::spawn(&command, false) {
+                    Ok(h) => {
+                        self.hook = Some(h);
+                        vec![]
+                    }
+                    Err((_, detail)) => {
+                        error!("preStop hook: {detail}");
+                        self.core.on_pre_stop_done(now)
+                    }
+                }
+            }
+            PreStop::Http(url) => {
+                let (poster, span) = (self.poster.clone(), tracing::Span::current());
+                let spawned = std::thread::Builder::new()
+                    .name("pre-stop".into())
+                    .stack_size(128 * 1024)
+                    .spawn(move || {
+                        let _e = span.enter();
+                        match crate::probe::request("GET", &url, budget) {
+                            Ok(code) => info!(url = %url, status = code, "preStop hook answered HTTP {code}"),
+                            Err(e) => warn!(url = %url, "preStop hook failed: {e}"),
+                        }
+                        poster.post(Event::PreStopDone);
+                    });
+                match spawned {
+                    Ok(_) => vec![],
+                    Err(e) => {
+                        error!("cannot start the preStop hook's thread: {e}");
+                        self.core.on_pre_stop_done(now)
+                    }
+                }
+            }
+            PreStop::Sleep(_) => vec![], // the core's own timer
+        }
     }
 
     fn send(&self, signal: Signal, group: bool, why: &str) {
@@ -676,8 +834,12 @@ impl Supervisor {
         for url in &self.cfg.shutdown_hooks {
             run_hook(url, self.cfg.shutdown_hook_timeout);
         }
+        // A preStop hook still running is not left behind (as PID 1 the kernel would end it).
+        if let Some(h) = self.hook.take() {
+            let _ = process::kill_all(&h);
+        }
         // Final sweep so no zombie outlives us when we are not PID 1.
-        let _ = process::reap(None);
+        let _ = process::reap(None, None);
         o.exit_code
     }
 }

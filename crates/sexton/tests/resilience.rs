@@ -10,7 +10,6 @@ use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -496,41 +495,6 @@ fn on_failure_sidecar_survives_failed_main_and_stops_after_success() {
     assert_eq!(main.wait(), 0);
     assert_eq!(sidecar.wait(), 0);
     assert_eq!(fs::read_to_string(pod.path("term")).unwrap(), "TERM\n");
-}
-
-/// A local HTTP server that records "METHOD PATH" of each request and answers `status`.
-fn recorder(status: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(vec![]));
-    let seen2 = seen.clone();
-    std::thread::spawn(move || {
-        for conn in l.incoming() {
-            let Ok(mut c) = conn else { continue };
-            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let mut buf = vec![];
-            let mut b = [0u8; 512];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                match c.read(&mut b) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&b[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&buf).to_string();
-            let first = head.lines().next().unwrap_or("").to_string();
-            let parts: Vec<&str> = first.split_whitespace().collect();
-            seen2.lock().unwrap().push(format!(
-                "{} {}",
-                parts.first().unwrap_or(&""),
-                parts.get(1).unwrap_or(&"")
-            ));
-            let _ = write!(
-                c,
-                "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            );
-        }
-    });
-    (port, seen)
 }
 
 #[test]

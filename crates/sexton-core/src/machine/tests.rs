@@ -94,6 +94,7 @@ fn policy() -> Policy {
         death_trigger: DeathTrigger::Any,
         birth_via_api: false,
         pid1: true,
+        contract: Contract::default(),
     }
 }
 

@@ -11,8 +11,12 @@ pub use testbed::{
 };
 
 use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub const SEXTON: &str = env!("CARGO_BIN_EXE_sexton");
 
@@ -153,4 +157,39 @@ pub fn logged_at(logs: &str, needle: &str) -> chrono::DateTime<chrono::FixedOffs
     let stamp = line.split_whitespace().next().unwrap_or_default();
     chrono::DateTime::parse_from_rfc3339(stamp)
         .unwrap_or_else(|e| panic!("log line without a timestamp ({e}): {line}"))
+}
+
+/// A local HTTP server that records "METHOD PATH" of each request and answers `status`.
+pub fn recorder(status: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(vec![]));
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { continue };
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = vec![];
+            let mut b = [0u8; 512];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match c.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&b[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&buf).to_string();
+            let first = head.lines().next().unwrap_or("").to_string();
+            let parts: Vec<&str> = first.split_whitespace().collect();
+            seen2.lock().unwrap().push(format!(
+                "{} {}",
+                parts.first().unwrap_or(&""),
+                parts.get(1).unwrap_or(&"")
+            ));
+            let _ = write!(
+                c,
+                "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    (port, seen)
 }

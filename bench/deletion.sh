@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Pod deletion on the real node: a running pod is deleted while its main drains 3 s through
+# its proxy (the `deletion` pod of e2e/manifests/contract.yaml). For each way of ending the
+# sidecar: when the main and the proxy got their stop signals and exited, when the pod was
+# terminal, and how many of the main's requests through the proxy failed during its drain.
+#   bench/deletion.sh              5 interleaved runs per strategy; rewrites the table of
+#                                  "Pod deletion: the sidecar outlives the main's drain" in
+#                                  BENCHMARKS.md
+#   bench/deletion.sh --runs N     N runs per strategy
+#   bench/deletion.sh --no-update  BENCHMARKS.md left alone
+# Strategies: native, wrap, native-wrap (`kubectl-sexton inject`), and kubexit (both
+# containers behind kubexit: bench/deletion/pod-kubexit.yaml, kubexit built by
+# bench/kubexit.sh into the image kubexit:e2e). Raw results: target/bench/deletion.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+lib_init deletion "$E2E_STATE"
+RUNS=5 UPDATE=true
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) RUNS=$2; shift ;;
+    --no-update) UPDATE=false ;;
+    *) die "unknown argument $1 (see the header of $0)" ;;
+  esac
+  shift
+done
+OUT=target/bench
+GEN=$OUT/deletion
+mkdir -p "$GEN"
+STRATEGIES=native,wrap,native-wrap,kubexit
+CTL=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
+
+# kubectl-sexton as it ships for linux/amd64 (profile release-nolto, as bench/completion.sh)
+build_workspace >&2
+eval "$(scripts/e2e-cluster.sh up)"
+export KUBECONFIG
+
+bench/kubexit.sh image "$GEN"
+
+# The pods, as JSON: the `deletion` pod of scenario 12, injected each way.
+kubectl create --dry-run=client -o json -f e2e/manifests/contract.yaml \
+  | python3 -c 'import json, sys; l = json.load(sys.stdin); print(json.dumps(next(i for i in l.get("items", [l]) if i["kind"] == "Pod")))' \
+  >"$GEN/pod.json"
+for s in native wrap native-wrap; do
+  sed "s/STRATEGY/$s/g" "$GEN/pod.json" | "$CTL" inject --strategy "$s" --sexton-image sexton:e2e -f - >"$GEN/$s.json"
+done
+kubectl create --dry-run=client -o json -f bench/deletion/pod-kubexit.yaml >"$GEN/kubexit.json"
+
+NS="bench-deletion-$$"
+kubectl create namespace "$NS" >/dev/null
+kubectl label namespace "$NS" sexton-e2e=true >/dev/null   # removed by e2e-cluster.sh down too
+trap 'kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
+kubectl -n "$NS" wait --for=create serviceaccount/default --timeout=30s >/dev/null
+kubectl -n "$NS" apply -f e2e/manifests/contract-lib.yaml >/dev/null
+
+log "$RUNS runs per strategy ($STRATEGIES), interleaved; namespace $NS"
+python3 bench/deletion/measure.py --namespace "$NS" --manifests "$GEN" --strategies "$STRATEGIES" \
+  --runs "$RUNS" --out "$OUT/deletion.json" --table "$GEN/table.md"
+
+if $UPDATE; then
+  python3 - "$GEN/table.md" BENCHMARKS.md <<'PY'
+import re, sys
+table, path = open(sys.argv[1]).read(), sys.argv[2]
+doc = open(path).read()
+start = doc.index("<!-- deletion table -->")
+end = doc.index("<!-- /deletion table -->")
+open(path, "w").write(doc[:start] + "<!-- deletion table -->\n" + table + doc[end:])
+PY
+fi
