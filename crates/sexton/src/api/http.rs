@@ -318,7 +318,8 @@ impl<R: BufRead> Chunked<R> {
     fn chunk_end(&mut self) -> io::Result<()> {
         match read_line(&mut self.inner, 2)? {
             Some(l) if l.is_empty() || l == b"\r" => Ok(()),
-            _ => Err(protocol("no CRLF after a chunk")),
+            None => Err(eof("the chunked body ends before its last chunk")),
+            Some(_) => Err(protocol("no CRLF after a chunk")),
         }
     }
 
