@@ -1,10 +1,10 @@
 //! Birth dependencies through the Kubernetes API (kubexit's behaviour): a birth dependency
 //! is a container of this pod whose status says `ready: true`. That works for containers
-//! not wrapped by sexton (injected proxies). One GET and then one watch of one pod (field
+//! not wrapped by sexton (injected proxies). One list and then one watch of one pod (field
 //! selector on its name), on a thread of its own, with blocking I/O (src/api/http.rs);
 //! results are posted to the supervisor's loop. A watch the server ends (timeoutSeconds) is
 //! resumed from the last resourceVersion seen; an ERROR event (410 Gone: that version is
-//! too old) or a broken stream reads the pod again. The supervisor's birth timeout bounds
+//! too old) or a broken stream lists the pod again. The supervisor's birth timeout bounds
 //! the whole wait.
 
 pub mod config;
@@ -228,13 +228,32 @@ pub fn spawn(
     Ok(())
 }
 
-/// The pod's URL path.
-pub fn pod_path(pod: &PodRef) -> String {
+/// A list of the pod alone (field selector on its name). A list, not a GET of the pod: the
+/// list's resourceVersion is the current one, from which a watch can start; the pod's own
+/// is that of its last change, which the API server may no longer hold (a watch from it is
+/// answered 410 Gone, again and again while the pod does not change).
+pub fn list_path(pod: &PodRef) -> String {
     format!(
-        "/api/v1/namespaces/{}/pods/{}",
+        "/api/v1/namespaces/{}/pods?fieldSelector={}",
         encode(&pod.namespace),
-        encode(&pod.name)
+        encode(&format!("metadata.name={}", pod.name))
     )
+}
+
+/// The pod of a list of it, and the list's resourceVersion; a list without it is the
+/// API's 404, as a GET of a missing pod answers.
+pub fn listed(pod: &PodRef, list: Value) -> Result<(Value, String), http::Error> {
+    let version = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match list["items"].as_array().and_then(|items| items.first()) {
+        Some(p) => Ok((p.clone(), version)),
+        None => Err(http::Error::Status {
+            code: 404,
+            message: format!("pods {:?} not found", pod.name),
+        }),
+    }
 }
 
 /// A watch of the pod from `version`, which the server ends after `timeout` seconds. The
@@ -417,8 +436,8 @@ pub fn watch_pod(
     while !stop.load(Ordering::Relaxed) {
         let mut version = match resume.take() {
             Some(version) => version,
-            None => match client.get(&pod_path(pod)) {
-                Ok(p) => {
+            None => match client.get(&list_path(pod)).and_then(|l| listed(pod, l)) {
+                Ok((p, version)) => {
                     state.pause = Duration::from_millis(100);
                     state.forbidden.read_ok();
                     state.outage.recovered();
@@ -427,10 +446,7 @@ pub fn watch_pod(
                         announced = true;
                     }
                     post(Event::Pod(pod_view(&p)));
-                    p["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string()
+                    version
                 }
                 Err(e) => match failed("read", e, pod, &mut state, post) {
                     Next::Fatal(fatal) => return post(Event::ApiFatal(fatal)),
@@ -556,7 +572,20 @@ mod tests {
 
     #[test]
     fn request_paths() {
-        assert_eq!(pod_path(&pod()), "/api/v1/namespaces/team-a/pods/job-1");
+        assert_eq!(
+            list_path(&pod()),
+            "/api/v1/namespaces/team-a/pods?fieldSelector=metadata.name%3Djob-1"
+        );
+        let list = serde_json::json!({"kind": "PodList", "metadata": {"resourceVersion": "900"}, "items": [{"metadata": {"name": "job-1", "resourceVersion": "12"}}]});
+        let (p, version) = listed(&pod(), list).unwrap();
+        assert_eq!(
+            (p["metadata"]["name"].as_str(), version.as_str()),
+            (Some("job-1"), "900"),
+            "the list's version, not the pod's"
+        );
+        let empty = serde_json::json!({"kind": "PodList", "metadata": {"resourceVersion": "900"}, "items": []});
+        let e = listed(&pod(), empty).unwrap_err().to_string();
+        assert_eq!(e, "HTTP 404: pods \"job-1\" not found");
         assert_eq!(
             watch_path(&pod(), "123", 290),
             "/api/v1/namespaces/team-a/pods?fieldSelector=metadata.name%3Djob-1&resourceVersion=123&timeoutSeconds=290&watch=true&allowWatchBookmarks=true"

@@ -1,6 +1,6 @@
 //! The Kubernetes API client of birth dependencies: blocking HTTP/1.1 over rustls, one
 //! connection per request (`Connection: close`). sexton asks the API server two things,
-//! a GET of its pod and a watch of it, so a client library (kube-client: hyper, tower,
+//! a list of its pod and a watch of it, so a client library (kube-client: hyper, tower,
 //! tokio; ~85 crates) would cost every pod its size for two requests.
 //!
 //! The server is trusted only as far as its certificate goes: a broken or hostile one must
