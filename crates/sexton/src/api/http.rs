@@ -436,7 +436,7 @@ mod tests {
         let e = read_line(&mut &b"123456\n"[..], 5).unwrap_err();
         assert!(e.to_string().contains("a line over 5 bytes"), "{e}");
         // split across reads (a small BufReader): still bounded
-        let big = vec![b'x'; 100];
+        let big = [b'x'; 100];
         let mut r = BufReader::with_capacity(7, &big[..]);
         assert!(read_line(&mut r, 50).is_err());
         // a watch line split across chunks comes out whole
