@@ -187,7 +187,7 @@ forbidden() { # package, regex of crates it must not depend on
   fi
 }
 layers() {
-  forbidden sexton 'kube-runtime|kube-derive|kube-lease-manager|prometheus-client|schemars|axum|tokio-macros'
+  forbidden sexton 'kube|kube-client|kube-runtime|kube-derive|kube-lease-manager|k8s-openapi|tokio|tokio-macros|hyper|prometheus-client|schemars|axum'
   forbidden sexton-core 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2'
   forbidden sexton-inject 'nix|libc|tokio|kube|kube-client|k8s-openapi|hyper|mio|socket2|reqwest|oci-client'
   forbidden sexton 'sexton-inject'

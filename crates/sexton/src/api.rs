@@ -1,23 +1,34 @@
 //! Birth dependencies through the Kubernetes API (kubexit's behaviour): a birth dependency
 //! is a container of this pod whose status says `ready: true`. That works for containers
-//! not wrapped by sexton (injected proxies). One watch of one pod (field selector on its
-//! name), resumed after disconnects and API server restarts, on a thread of its own with a
-//! small single-threaded tokio runtime; results are posted to the supervisor's loop. The
-//! supervisor's birth timeout bounds the whole wait.
+//! not wrapped by sexton (injected proxies). One list and then one watch of one pod (field
+//! selector on its name), on a thread of its own, with blocking I/O (src/api/http.rs);
+//! results are posted to the supervisor's loop. A watch the server ends (timeoutSeconds) is
+//! resumed from the last resourceVersion seen; an ERROR event (410 Gone: that version is
+//! too old) or a broken stream lists the pod again. The supervisor's birth timeout bounds
+//! the whole wait.
+
+pub mod config;
+pub mod http;
+#[cfg(any(test, feature = "kubeconfig"))]
+mod kubeconfig;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, WatchEvent, WatchParams};
-use kube::{Client, Config};
+use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use crate::events::Event;
+use config::encode;
+use http::{Body, Client};
 use sexton_core::config::PodRef;
 use sexton_core::machine::PodView;
+
+/// The timeoutSeconds of a watch: the server ends it then, and it is resumed. Under the API
+/// server's --min-request-timeout default (1800 s), as kube-client's watcher asks.
+pub const WATCH_TIMEOUT: u32 = 290;
 
 /// How often a persisting outage is reported again (the first failure is reported at once).
 const REPORT_EVERY: Duration = Duration::from_secs(30);
@@ -30,9 +41,9 @@ const REPORT_EVERY: Duration = Duration::from_secs(30);
 /// A terminated container is final only if the kubelet will not start it again: never
 /// for a native sidecar (an init container with `restartPolicy: Always`), and under the
 /// pod's `restartPolicy`: `Never` always, `OnFailure` after exit code 0, `Always` never.
-pub fn pod_view(pod: &DynamicObject) -> PodView {
-    let spec = &pod.data["spec"];
-    let status = &pod.data["status"];
+pub fn pod_view(pod: &Value) -> PodView {
+    let spec = &pod["spec"];
+    let status = &pod["status"];
     let restart = spec["restartPolicy"].as_str().unwrap_or("Always");
     let mut view = PodView::default();
     for key in ["initContainers", "containers"] {
@@ -98,9 +109,9 @@ impl Outage {
     }
 
     /// Records a failure; returns the problem as the birth-timeout message will say it.
-    fn failed(&mut self, what: &str, e: &kube::Error) -> String {
+    fn failed(&mut self, what: &str, e: &http::Error) -> String {
         self.attempts += 1;
-        let cause = cause_of(e);
+        let cause = e.to_string();
         let problem = format!("{what} at {}: {cause}", self.address);
         let due = match &self.last_report {
             None => true,
@@ -123,21 +134,6 @@ impl Outage {
             info!(address = %self.address, attempts = self.attempts, "the Kubernetes API answers again");
         }
         self.attempts = 0;
-    }
-}
-
-/// The innermost cause of an error, which is the part that says what to fix
-/// ("Connection refused", "dns error: ...").
-fn cause_of(e: &kube::Error) -> String {
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    let (outer, inner) = (e.to_string(), cause.to_string());
-    if outer.contains(&inner) {
-        outer
-    } else {
-        format!("{outer}: {inner}")
     }
 }
 
@@ -183,11 +179,8 @@ fn forbidden(pod: &PodRef, detail: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 enum ClientError {
     #[cfg(feature = "kubeconfig")]
-    #[error("invalid KUBEXIT_KUBECONFIG={path:?}: {source}")]
-    Kubeconfig {
-        path: PathBuf,
-        source: kube::config::KubeconfigError,
-    },
+    #[error("invalid KUBEXIT_KUBECONFIG={path:?}: {message}")]
+    Kubeconfig { path: PathBuf, message: String },
     #[cfg(not(feature = "kubeconfig"))]
     #[error(
         "invalid KUBEXIT_KUBECONFIG={0:?}: this sexton was built without the `kubeconfig` feature (it keeps a YAML parser out of the in-pod binary); use the pod's service account, or build with --features kubeconfig"
@@ -196,30 +189,23 @@ enum ClientError {
     #[error(
         "no in-cluster credentials for the Kubernetes API ({0}); is a service account token mounted? (or set KUBEXIT_KUBECONFIG)"
     )]
-    NotInCluster(kube::config::InClusterError),
+    NotInCluster(String),
     #[error("cannot create a Kubernetes client: {0}")]
-    Client(kube::Error),
+    Client(String),
 }
 
-/// A client, and the API server's address for messages.
-async fn client(kubeconfig: Option<PathBuf>) -> Result<(Client, String), ClientError> {
+/// A client of the API server that the kubeconfig or the pod's service account names.
+fn client(kubeconfig: Option<PathBuf>) -> Result<Client, ClientError> {
     let config = match kubeconfig {
         #[cfg(feature = "kubeconfig")]
         Some(path) => {
-            use kube::config::{KubeConfigOptions, Kubeconfig};
-            let read = match Kubeconfig::read_from(&path) {
-                Ok(kc) => Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await,
-                Err(e) => Err(e),
-            };
-            read.map_err(|source| ClientError::Kubeconfig { path, source })?
+            kubeconfig::read(&path).map_err(|message| ClientError::Kubeconfig { path, message })?
         }
         #[cfg(not(feature = "kubeconfig"))]
         Some(path) => return Err(ClientError::NoKubeconfigFeature(path)),
-        None => Config::incluster().map_err(ClientError::NotInCluster)?,
+        None => config::in_cluster().map_err(ClientError::NotInCluster)?,
     };
-    let address = config.cluster_url.to_string();
-    let client = Client::try_from(config).map_err(ClientError::Client)?;
-    Ok((client, address))
+    Client::new(config).map_err(ClientError::Client)
 }
 
 /// Starts watching `pod` on a thread of its own; `post` receives the results.
@@ -234,20 +220,95 @@ pub fn spawn(
         .name("api-watch".into())
         .spawn(move || {
             let _e = span.enter();
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    return post(Event::ApiFatal(format!(
-                        "cannot start the API client runtime: {e}"
-                    )));
-                }
-            };
-            rt.block_on(watch_pod(pod, kubeconfig, stop, post));
+            match client(kubeconfig) {
+                Ok(client) => watch_pod(&client, &pod, &stop, &post, WATCH_TIMEOUT),
+                Err(e) => post(Event::ApiFatal(e.to_string())),
+            }
         })?;
     Ok(())
+}
+
+/// A list of the pod alone (field selector on its name). A list, not a GET of the pod: the
+/// list's resourceVersion is the current one, from which a watch can start; the pod's own
+/// is that of its last change, which the API server may no longer hold (a watch from it is
+/// answered 410 Gone, again and again while the pod does not change).
+pub fn list_path(pod: &PodRef) -> String {
+    format!(
+        "/api/v1/namespaces/{}/pods?fieldSelector={}",
+        encode(&pod.namespace),
+        encode(&format!("metadata.name={}", pod.name))
+    )
+}
+
+/// The pod of a list of it, and the list's resourceVersion; a list without it is the
+/// API's 404, as a GET of a missing pod answers.
+pub fn listed(pod: &PodRef, list: Value) -> Result<(Value, String), http::Error> {
+    let version = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match list["items"].as_array().and_then(|items| items.first()) {
+        Some(p) => Ok((p.clone(), version)),
+        None => Err(http::Error::Status {
+            code: 404,
+            message: format!("pods {:?} not found", pod.name),
+        }),
+    }
+}
+
+/// A watch of the pod from `version`, which the server ends after `timeout` seconds. The
+/// same request as kube-client's `Api::watch` with a field selector on the name.
+pub fn watch_path(pod: &PodRef, version: &str, timeout: u32) -> String {
+    format!(
+        "/api/v1/namespaces/{}/pods?fieldSelector={}&resourceVersion={}&timeoutSeconds={timeout}&watch=true&allowWatchBookmarks=true",
+        encode(&pod.namespace),
+        encode(&format!("metadata.name={}", pod.name)),
+        encode(version)
+    )
+}
+
+/// What one line of a watch says.
+#[derive(Debug, PartialEq)]
+pub enum Change {
+    /// ADDED, MODIFIED: the pod as it is now.
+    Pod(PodView),
+    Deleted,
+    /// A BOOKMARK: only a newer resourceVersion.
+    Bookmark,
+    /// An ERROR: the watch is over (410 Gone: its resourceVersion is too old to resume).
+    Error {
+        code: u16,
+        message: String,
+    },
+}
+
+/// One watch event (a JSON line: `{"type": ..., "object": ...}`), and the resourceVersion
+/// of its object, from which a watch resumes.
+pub fn parse_event(line: &[u8]) -> Result<(Change, Option<String>), String> {
+    let event: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let object = &event["object"];
+    let version = object["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_string);
+    let change = match event["type"].as_str() {
+        Some("ADDED" | "MODIFIED") => Change::Pod(pod_view(object)),
+        Some("DELETED") => Change::Deleted,
+        Some("BOOKMARK") => Change::Bookmark,
+        Some("ERROR") => {
+            // (an ERROR's object is a Status, whose resourceVersion is not the pod's)
+            let code = object["code"].as_u64().and_then(|c| u16::try_from(c).ok());
+            let message = object["message"].as_str().unwrap_or("").to_string();
+            return Ok((
+                Change::Error {
+                    code: code.unwrap_or(500),
+                    message,
+                },
+                None,
+            ));
+        }
+        other => return Err(format!("unknown watch event type {other:?}")),
+    };
+    Ok((change, version))
 }
 
 /// What to do after a failed read or watch.
@@ -258,20 +319,20 @@ enum Next {
 
 /// A failed read or watch: a 401/403 that persists ends the wait; anything else is an
 /// outage, reported sparingly and retried after a pause (backing off up to 2 s).
-async fn failed(
+fn failed(
     what: &str,
-    e: kube::Error,
+    e: http::Error,
     pod: &PodRef,
     state: &mut WatchState,
     post: &impl Fn(Event),
 ) -> Next {
-    if let kube::Error::Api(ae) = &e {
-        if ae.code == 403 || ae.code == 401 {
-            let detail = format!("{what}: HTTP {}: {}", ae.code, ae.message);
+    if let http::Error::Status { code, message } = &e {
+        if *code == 403 || *code == 401 {
+            let detail = format!("{what}: HTTP {code}: {message}");
             if let Some(fatal) = state.forbidden.check(pod, detail) {
                 return Next::Fatal(fatal);
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            std::thread::sleep(Duration::from_millis(500));
             return Next::Retry;
         }
     }
@@ -279,7 +340,7 @@ async fn failed(
     if !state.forbidden.ever_read {
         post(Event::ApiUnreachable(problem));
     }
-    tokio::time::sleep(state.pause).await;
+    std::thread::sleep(state.pause);
     state.pause = (state.pause * 2).min(Duration::from_secs(2));
     Next::Retry
 }
@@ -290,106 +351,132 @@ struct WatchState {
     outage: Outage,
 }
 
-/// Why a watch ended: list again, stop, or a refusal (its message) that ends the wait.
+/// Why a watch ended: the server ended it (resume from the last resourceVersion), read
+/// the pod again, stop, or a refusal (its message) that ends the wait.
+#[derive(Debug, PartialEq)]
 enum WatchEnd {
+    Ended,
     ListAgain,
     Stopped,
     Refused(String),
 }
 
-/// Follows one watch until it ends (server timeout, disconnect, error) or `stop` is set.
-async fn follow(
-    stream: impl futures_util::Stream<Item = kube::Result<WatchEvent<DynamicObject>>>,
+/// Follows one watch until it ends (server timeout, disconnect, error) or `stop` is set;
+/// `version` follows the events' resourceVersion.
+fn follow(
+    body: &mut Body,
+    version: &mut String,
     pod: &PodRef,
     state: &mut WatchState,
     stop: &AtomicBool,
     post: &impl Fn(Event),
 ) -> WatchEnd {
-    let mut stream = std::pin::pin!(stream);
-    while let Some(ev) = stream.next().await {
-        if stop.load(Ordering::Relaxed) {
-            return WatchEnd::Stopped;
-        }
-        match ev {
-            Ok(WatchEvent::Added(p)) | Ok(WatchEvent::Modified(p)) => {
-                post(Event::Pod(pod_view(&p)))
-            }
-            Ok(WatchEvent::Deleted(_)) => post(Event::Pod(PodView::default())),
-            Ok(WatchEvent::Bookmark(_)) => {}
-            Ok(WatchEvent::Error(e)) if e.code == 403 => {
-                let refused = state.forbidden.check(pod, format!("watch: {}", e.message));
-                return refused.map_or(WatchEnd::ListAgain, WatchEnd::Refused);
-            }
-            Ok(WatchEvent::Error(e)) => {
-                debug!("watch ended: {} ({}); listing again", e.message, e.code);
-                return WatchEnd::ListAgain;
-            }
+    loop {
+        let line = match body.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => return WatchEnd::Ended,
             Err(e) => {
                 debug!("watch stream broke ({e}); listing again");
                 return WatchEnd::ListAgain;
             }
+        };
+        if stop.load(Ordering::Relaxed) {
+            return WatchEnd::Stopped;
+        }
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        let (change, at) = match parse_event(&line) {
+            Ok(event) => event,
+            Err(e) => {
+                debug!("watch stream broke ({e}); listing again");
+                return WatchEnd::ListAgain;
+            }
+        };
+        if let Some(at) = at {
+            *version = at;
+        }
+        match change {
+            Change::Pod(view) => post(Event::Pod(view)),
+            Change::Deleted => post(Event::Pod(PodView::default())),
+            Change::Bookmark => {}
+            Change::Error { code: 403, message } => {
+                let refused = state.forbidden.check(pod, format!("watch: {message}"));
+                return refused.map_or(WatchEnd::ListAgain, WatchEnd::Refused);
+            }
+            Change::Error { code, message } => {
+                debug!("watch ended: {message} ({code}); listing again");
+                return WatchEnd::ListAgain;
+            }
         }
     }
-    WatchEnd::ListAgain
 }
 
 /// Reads, then watches, this pod until `stop` is set, posting what it says about container
 /// readiness; a persistent refusal (401/403) ends with `Event::ApiFatal`, an outage is
-/// retried.
-async fn watch_pod(
-    pod: PodRef,
-    kubeconfig: Option<PathBuf>,
-    stop: Arc<AtomicBool>,
-    post: impl Fn(Event),
+/// retried. Each watch asks the server to end it after `timeout` seconds.
+pub fn watch_pod(
+    client: &Client,
+    pod: &PodRef,
+    stop: &AtomicBool,
+    post: &impl Fn(Event),
+    timeout: u32,
 ) {
-    let (client, address) = match client(kubeconfig).await {
-        Ok(c) => c,
-        Err(e) => return post(Event::ApiFatal(e.to_string())),
-    };
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &pod.namespace, &resource);
-    let fields = format!("metadata.name={}", pod.name);
     let mut state = WatchState {
         pause: Duration::from_millis(100),
         forbidden: Forbidden::default(),
-        outage: Outage::new(address),
+        outage: Outage::new(client.address()),
     };
+    // a quiet watch sends nothing until the server ends it: a read waiting longer than that
+    // is a dead connection (a half-open TCP after a node's failure)
+    let read_timeout = Duration::from_secs(u64::from(timeout) + 30);
     let mut announced = false;
+    // the resourceVersion to resume a watch from; `None`: read the pod first
+    let mut resume: Option<String> = None;
     while !stop.load(Ordering::Relaxed) {
-        // list (get) for the current state and resourceVersion, then watch from there
-        let version = match api.get(&pod.name).await {
-            Ok(p) => {
-                state.pause = Duration::from_millis(100);
-                state.forbidden.read_ok();
-                state.outage.recovered();
-                if !announced {
-                    info!(pod = %pod.name, namespace = %pod.namespace, "watching the pod's container readiness through the Kubernetes API");
-                    announced = true;
+        let mut version = match resume.take() {
+            Some(version) => version,
+            None => match client.get(&list_path(pod)).and_then(|l| listed(pod, l)) {
+                Ok((p, version)) => {
+                    state.pause = Duration::from_millis(100);
+                    state.forbidden.read_ok();
+                    state.outage.recovered();
+                    if !announced {
+                        info!(pod = %pod.name, namespace = %pod.namespace, "watching the pod's container readiness through the Kubernetes API");
+                        announced = true;
+                    }
+                    post(Event::Pod(pod_view(&p)));
+                    version
                 }
-                post(Event::Pod(pod_view(&p)));
-                p.metadata.resource_version.unwrap_or_default()
+                Err(e) => match failed("read", e, pod, &mut state, post) {
+                    Next::Fatal(fatal) => return post(Event::ApiFatal(fatal)),
+                    Next::Retry => continue,
+                },
+            },
+        };
+        let mut body = match client.stream(&watch_path(pod, &version, timeout), read_timeout) {
+            Ok(body) => body,
+            Err(http::Error::Status { code: 410, message }) => {
+                debug!("watch refused: {message} (410); listing again");
+                continue;
             }
-            Err(e) => match failed("read", e, &pod, &mut state, &post).await {
+            Err(e) => match failed("watch", e, pod, &mut state, post) {
                 Next::Fatal(fatal) => return post(Event::ApiFatal(fatal)),
                 Next::Retry => continue,
             },
         };
-        let params = WatchParams::default().fields(&fields).timeout(290);
-        let stream = match api.watch(&params, &version).await {
-            Ok(s) => s,
-            Err(e) => match failed("watch", e, &pod, &mut state, &post).await {
-                Next::Fatal(fatal) => return post(Event::ApiFatal(fatal)),
-                Next::Retry => continue,
-            },
-        };
-        match follow(stream, &pod, &mut state, &stop, &post).await {
+        match follow(&mut body, &mut version, pod, &mut state, stop, post) {
             WatchEnd::Refused(fatal) => return post(Event::ApiFatal(fatal)),
             WatchEnd::Stopped => return,
+            WatchEnd::Ended => {
+                debug!("the API server ended the watch; resuming from resourceVersion {version}");
+                resume = Some(version);
+            }
             WatchEnd::ListAgain => {}
         }
-        // normal end of a watch (server timeout) or a disconnect: list again, after a
-        // short pause so a restarting API server is not hammered
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // after a watch: a short pause, so that a restarting (or broken) API server is not
+        // hammered
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -431,7 +518,7 @@ mod tests {
     #[test]
     fn pod_view_from_untyped_pod() {
         let view = |restart: &str, statuses: serde_json::Value| -> PodView {
-            let p: DynamicObject = serde_json::from_value(serde_json::json!({
+            let p = serde_json::json!({
                 "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                 "spec": {
                     "restartPolicy": restart,
@@ -439,8 +526,7 @@ mod tests {
                     "containers": [{"name": "main"}, {"name": "proxy"}]
                 },
                 "status": statuses
-            }))
-            .unwrap();
+            });
             pod_view(&p)
         };
         let v = view(
@@ -479,10 +565,114 @@ mod tests {
             [("main".into(), 0)]
         );
         assert!(view("Always", ended).terminated.is_empty());
-        let empty: DynamicObject = serde_json::from_value(
-            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
-        )
-        .unwrap();
+        let empty =
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
         assert_eq!(pod_view(&empty), PodView::default());
+    }
+
+    #[test]
+    fn request_paths() {
+        assert_eq!(
+            list_path(&pod()),
+            "/api/v1/namespaces/team-a/pods?fieldSelector=metadata.name%3Djob-1"
+        );
+        let list = serde_json::json!({"kind": "PodList", "metadata": {"resourceVersion": "900"}, "items": [{"metadata": {"name": "job-1", "resourceVersion": "12"}}]});
+        let (p, version) = listed(&pod(), list).unwrap();
+        assert_eq!(
+            (p["metadata"]["name"].as_str(), version.as_str()),
+            (Some("job-1"), "900"),
+            "the list's version, not the pod's"
+        );
+        let empty = serde_json::json!({"kind": "PodList", "metadata": {"resourceVersion": "900"}, "items": []});
+        let e = listed(&pod(), empty).unwrap_err().to_string();
+        assert_eq!(e, "HTTP 404: pods \"job-1\" not found");
+        assert_eq!(
+            watch_path(&pod(), "123", 290),
+            "/api/v1/namespaces/team-a/pods?fieldSelector=metadata.name%3Djob-1&resourceVersion=123&timeoutSeconds=290&watch=true&allowWatchBookmarks=true"
+        );
+    }
+
+    #[test]
+    fn watch_events() {
+        let pod = br#"{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"job-1","resourceVersion":"42"},"spec":{"containers":[{"name":"main"}]},"status":{"containerStatuses":[{"name":"main","ready":true}]}}}"#;
+        let (change, version) = parse_event(pod).unwrap();
+        assert_eq!(version.as_deref(), Some("42"));
+        let Change::Pod(view) = change else {
+            panic!("{change:?}")
+        };
+        assert_eq!(view.ready, ["main"]);
+        let bookmark =
+            br#"{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"57"}}}"#;
+        assert_eq!(
+            parse_event(bookmark).unwrap(),
+            (Change::Bookmark, Some("57".into()))
+        );
+        let gone = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2264)","reason":"Expired","code":410}}"#;
+        assert_eq!(
+            parse_event(gone).unwrap(),
+            (
+                Change::Error {
+                    code: 410,
+                    message: "too old resource version: 1 (2264)".into()
+                },
+                None
+            )
+        );
+        assert!(parse_event(b"{\"type\":\"WHAT\"}").is_err());
+        assert!(parse_event(b"not json").is_err());
+    }
+
+    /// `follow` over a watch body given as bytes: what it posts and how it ends.
+    fn follow_bytes(body: &str) -> (WatchEnd, String, Vec<PodView>) {
+        let mut body = Body::new(Box::new(std::io::Cursor::new(body.as_bytes().to_vec())));
+        let mut state = WatchState {
+            pause: Duration::ZERO,
+            forbidden: Forbidden::default(),
+            outage: Outage::new("https://h:443".into()),
+        };
+        let posted = std::cell::RefCell::new(Vec::new());
+        let post = |e: Event| match e {
+            Event::Pod(view) => posted.borrow_mut().push(view),
+            other => panic!("{other:?}"),
+        };
+        let mut version = "1".to_string();
+        let end = follow(
+            &mut body,
+            &mut version,
+            &pod(),
+            &mut state,
+            &AtomicBool::new(false),
+            &post,
+        );
+        (end, version, posted.into_inner())
+    }
+
+    #[test]
+    fn a_watch_resumes_after_the_servers_end_and_lists_again_after_an_error() {
+        let added = r#"{"type":"ADDED","object":{"metadata":{"resourceVersion":"5"},"status":{"containerStatuses":[{"name":"proxy","ready":true}]}}}"#;
+        let bookmark = r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#;
+        // the server ended the watch (timeoutSeconds): resume from the last version seen
+        let (end, version, posted) = follow_bytes(&format!("{added}\n\n{bookmark}\n"));
+        assert_eq!((end, version.as_str()), (WatchEnd::Ended, "9"));
+        assert_eq!(posted.len(), 1);
+        assert_eq!(posted[0].ready, ["proxy"]);
+        // 410 Gone: the version is too old, read the pod again
+        let gone = r#"{"type":"ERROR","object":{"kind":"Status","message":"too old resource version","code":410}}"#;
+        let (end, _, posted) = follow_bytes(&format!("{added}\n{gone}\n{added}\n"));
+        assert_eq!((end, posted.len()), (WatchEnd::ListAgain, 1));
+        // a broken stream (cut inside a line) or garbage: read again
+        assert_eq!(follow_bytes(r#"{"type":"ADD"#).0, WatchEnd::ListAgain);
+        assert_eq!(follow_bytes("<html>\n").0, WatchEnd::ListAgain);
+        // a deletion says no container is ready any more
+        let (_, _, posted) = follow_bytes("{\"type\":\"DELETED\",\"object\":{}}\n");
+        assert_eq!(posted, [PodView::default()]);
+        // a 403 in the stream before any read, persisting: the refusal ends the wait
+        let forbidden =
+            r#"{"type":"ERROR","object":{"kind":"Status","message":"nope","code":403}}"#;
+        assert_eq!(
+            follow_bytes(&format!("{forbidden}\n")).0,
+            WatchEnd::ListAgain,
+            "not yet: within the grace"
+        );
     }
 }

@@ -48,7 +48,8 @@ fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     Ok((host, port).to_socket_addrs()?.collect())
 }
 
-fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+/// A TCP connection to the first address of `host` that answers within `timeout` each.
+pub(crate) fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address"));
     for addr in resolve(host, port)? {
         match TcpStream::connect_timeout(&addr, timeout) {

@@ -506,3 +506,95 @@ async fn example_manifests_apply_to_the_api_server() {
         }
     }
 }
+
+/// sexton's own API client (src/api/http.rs) with the scenario's service account token, as
+/// `sexton` builds it from the in-cluster files.
+fn sa_client(s: &Scenario) -> sexton::api::http::Client {
+    use sexton::api::config::{Config, Token};
+    sexton::api::http::Client::new(Config {
+        host: testenv().host.clone(),
+        port: testenv().port,
+        prefix: String::new(),
+        ca: Some(fs::read(s.sa.join("ca.crt")).unwrap()),
+        token: Token::File(s.sa.join("token")),
+        identity: None,
+        insecure: false,
+    })
+    .unwrap()
+}
+
+fn pod_ref(s: &Scenario) -> sexton_core::config::PodRef {
+    sexton_core::config::PodRef {
+        name: "job-1".into(),
+        namespace: s.ns.clone(),
+    }
+}
+
+/// The watch loop with watches of 1 s: after the server has ended one (timeoutSeconds, the
+/// last chunk of a chunked body), the loop resumes and still sees the dependency get ready.
+#[tokio::test(flavor = "current_thread")]
+async fn a_watch_the_server_ends_is_resumed() {
+    use sexton::api::{parse_event, watch_path};
+    use sexton::events::Event;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, mpsc};
+    let s = Scenario::new("resume", true).await;
+    let (client, pod) = (sa_client(&s), pod_ref(&s));
+    let (tx, rx) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let looping = {
+        let (stop, pod) = (stop.clone(), pod.clone());
+        std::thread::spawn(move || {
+            let post = move |e: Event| {
+                let _ = tx.send(e);
+            };
+            sexton::api::watch_pod(&client, &pod, &stop, &post, 1)
+        })
+    };
+    let next_view = || match rx.recv_timeout(TIMEOUT) {
+        Ok(Event::Pod(view)) => view,
+        other => panic!("expected the pod, got {other:?}"),
+    };
+    assert!(next_view().ready.is_empty(), "the pod as first read");
+    // a clock that is an event: a watch of our own that the server ends after 3 s, by which
+    // time it has ended the loop's 1 s watch (started before the pod was posted)
+    let clock = sa_client(&s);
+    let mut body = clock
+        .stream(&watch_path(&pod, "", 3), Duration::from_secs(60))
+        .unwrap();
+    let mut events = 0;
+    while let Some(line) = body.next_line().expect("the server ends the watch cleanly") {
+        parse_event(&line).unwrap();
+        events += 1;
+    }
+    assert!(events >= 1, "the watch from \"\" starts with the pod");
+    s.proxy_ready(true).await;
+    let end = Instant::now() + TIMEOUT;
+    while !next_view().ready.iter().any(|c| c == "proxy") {
+        assert!(
+            Instant::now() < end,
+            "the resumed watch never saw proxy ready"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    looping.join().unwrap(); // (its 1 s watches end: it sees `stop`)
+}
+
+/// A watch from a resourceVersion the API server no longer holds is answered with an ERROR
+/// event, 410 Gone (the loop then reads the pod again: the unit test of `follow`).
+#[tokio::test(flavor = "current_thread")]
+async fn a_too_old_resource_version_is_an_error_event_410() {
+    use sexton::api::{Change, parse_event, watch_path};
+    let s = Scenario::new("gone", true).await;
+    let (client, pod) = (sa_client(&s), pod_ref(&s));
+    let mut body = client
+        .stream(&watch_path(&pod, "1", 5), Duration::from_secs(60))
+        .unwrap();
+    let line = body.next_line().unwrap().expect("an event");
+    match parse_event(&line).unwrap() {
+        (Change::Error { code: 410, message }, None) => {
+            assert!(message.contains("too old resource version"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
