@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::watch::WatchCause;
+use super::watch_cause::WatchCause;
 use crate::shared::api_error::Kind;
 use crate::shared::metrics;
 

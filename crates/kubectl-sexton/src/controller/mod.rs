@@ -14,6 +14,7 @@ mod parts;
 mod telemetry;
 mod terminator;
 mod watch;
+mod watch_cause;
 mod workqueue;
 
 use std::sync::Arc;
