@@ -580,21 +580,3 @@ async fn a_watch_the_server_ends_is_resumed() {
     looping.join().unwrap(); // (its 1 s watches end: it sees `stop`)
 }
 
-/// A watch from a resourceVersion the API server no longer holds is answered with an ERROR
-/// event, 410 Gone (the loop then reads the pod again: the unit test of `follow`).
-#[tokio::test(flavor = "current_thread")]
-async fn a_too_old_resource_version_is_an_error_event_410() {
-    use sexton::api::{Change, parse_event, watch_path};
-    let s = Scenario::new("gone", true).await;
-    let (client, pod) = (sa_client(&s), pod_ref(&s));
-    let mut body = client
-        .stream(&watch_path(&pod, "1", 5), Duration::from_secs(60))
-        .unwrap();
-    let line = body.next_line().unwrap().expect("an event");
-    match parse_event(&line).unwrap() {
-        (Change::Error { code: 410, message }, None) => {
-            assert!(message.contains("too old resource version"), "{message}")
-        }
-        other => panic!("{other:?}"),
-    }
-}
