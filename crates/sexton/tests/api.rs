@@ -579,4 +579,3 @@ async fn a_watch_the_server_ends_is_resumed() {
     stop.store(true, Ordering::Relaxed);
     looping.join().unwrap(); // (its 1 s watches end: it sees `stop`)
 }
-

@@ -435,7 +435,8 @@ fn unswapped_sidecar(
         }
     });
     let named = named_image(c);
-    if let Some(image) = named.filter(|i| !allowed.allows(i)) {
+    // The configured quick-exit image is the admin's own choice, named or not.
+    if let Some(image) = named.filter(|i| Some(*i) != default_image && !allowed.allows(i)) {
         return problem(
             Reason::SwapRefusedImageNotAllowed,
             format!(

@@ -528,3 +528,26 @@ fn a_named_image_is_swapped_to_only_when_allowed() {
     };
     assert_eq!(swap_of(&decide(&p, some)), ["proxy->attacker.example/x:1"]);
 }
+
+#[test]
+fn naming_the_configured_quick_exit_image_needs_no_allow_list() {
+    // examples/job-sidecar-terminator.yaml names the quick-exit image itself
+    let p = pod(
+        "Never",
+        "Running",
+        vec![
+            container("main", None, json!({})),
+            container(
+                "proxy",
+                Some((ENV_SIDECAR_IMAGE, "sexton-quick-exit:1")),
+                json!({}),
+            ),
+        ],
+        &[("main", "0"), ("proxy", "running")],
+    );
+    let none = Images {
+        named: Named::Prefixes(&[]),
+        ..Q
+    };
+    assert_eq!(swap_of(&decide(&p, none)), ["proxy->sexton-quick-exit:1"]);
+}
