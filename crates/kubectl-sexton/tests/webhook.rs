@@ -5,7 +5,6 @@
 //! Job pods by the real Job controller. An old-style webhook (testenv/old-webhook, built on
 //! k8s.io/api v0.27) strips `restartPolicy` from init containers as the webhooks users report do.
 
-use std::net::TcpListener;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -21,14 +20,6 @@ const LONG: Duration = Duration::from_secs(60);
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn apply(manifest: &Value) -> Output {
@@ -619,17 +610,6 @@ async fn a_native_sidecar_stripped_before_sexton_saw_it_is_inferred_from_its_pro
         s["spec"]["initContainers"][0]["restartPolicy"], "Always",
         "{s}"
     );
-}
-
-/// `openssl` with `args`, which must succeed.
-fn openssl(args: &[&str]) -> Output {
-    let out = Command::new("openssl").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        text(&out.stderr)
-    );
-    out
 }
 
 /// A self-signed certificate for 127.0.0.1 in `dir` (`NAME.crt`, `NAME.key`).

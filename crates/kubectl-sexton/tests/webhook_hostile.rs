@@ -4,8 +4,8 @@
 //! and idle connections, oversize bodies); the Events it writes read back from the test API
 //! server (scripts/testenv.sh). Other loopback addresses (127.0.0.2, ...) play other clients.
 
-use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::process::{Command, Output};
+use std::net::{IpAddr, SocketAddr};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,21 +22,6 @@ const PATIENCE: Duration = Duration::from_secs(25);
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-fn openssl(args: &[&str]) -> Output {
-    let out = Command::new("openssl").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        text(&out.stderr)
-    );
-    out
 }
 
 /// A CA in `s` (`NAME.crt`, `NAME.key`), and a certificate it signs: for `127.0.0.1` (a

@@ -7,15 +7,18 @@
 //!   server answer at the moment a test chooses.
 //! - `registry`: the test container registries (`scripts/registry.sh`).
 //! - `http`: a GET of a process's health or metrics endpoint, and the metrics parsed.
+//! - `local`: a free loopback port, `openssl`.
 
 mod cluster;
 mod http;
+mod local;
 mod proxy;
 mod registry;
 mod scratch;
 
 pub use cluster::*;
 pub use http::*;
+pub use local::*;
 pub use proxy::*;
 pub use registry::*;
 pub use scratch::*;
