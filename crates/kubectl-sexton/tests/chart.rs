@@ -134,18 +134,13 @@ struct Ns(String);
 
 impl Ns {
     fn new(test: &str) -> Ns {
-        let name = format!("it-chart-{test}-{}", std::process::id());
-        let out = kubectl(&["create", "namespace", &name]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        let out = kubectl(&[
-            "label",
-            "namespace",
-            &name,
-            "pod-security.kubernetes.io/enforce=restricted",
-            "pod-security.kubernetes.io/warn=restricted",
-        ]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        Ns(name)
+        Ns(labelled_namespace(
+            &format!("chart-{test}"),
+            &[
+                "pod-security.kubernetes.io/enforce=restricted",
+                "pod-security.kubernetes.io/warn=restricted",
+            ],
+        ))
     }
 }
 

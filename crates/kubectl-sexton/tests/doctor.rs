@@ -326,13 +326,10 @@ struct Ns(String);
 
 impl Ns {
     async fn new(client: &Client, test: &str, labels: &[&str]) -> Ns {
-        let ns = fresh_namespace(client, test).await;
-        if !labels.is_empty() {
-            let mut args = vec!["label", "namespace", ns.as_str()];
-            args.extend(labels);
-            assert!(kubectl(&args).status.success());
+        if labels.is_empty() {
+            return Ns(fresh_namespace(client, test).await);
         }
-        Ns(ns)
+        Ns(labelled_namespace(test, labels))
     }
 }
 

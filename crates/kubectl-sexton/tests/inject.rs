@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use testbed::{ROOT, Scratch, kubectl, output_with_input, testenv};
+use testbed::{ROOT, Scratch, kubectl, labelled_namespace, output_with_input, testenv};
 
 const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
 
@@ -197,23 +197,11 @@ fn dry_run(ns: &str, manifests: &[Value]) -> Output {
     ])
 }
 
-fn namespace(name: &str, labels: &[&str]) -> String {
-    let ns = format!("it-{name}-{}", std::process::id());
-    let out = kubectl(&["create", "namespace", &ns]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    if !labels.is_empty() {
-        let mut args = vec!["label", "namespace", ns.as_str()];
-        args.extend(labels);
-        assert!(kubectl(&args).status.success());
-    }
-    ns
-}
-
 /// Every injected golden case and example is a valid object for the API server.
 #[test]
 fn injected_manifests_apply_with_server_dry_run() {
     testenv();
-    let ns = namespace("inject-dry-run", &[]);
+    let ns = labelled_namespace("inject-dry-run", &[]);
     let golden = Path::new(ROOT).join("crates/sexton-inject/tests/golden");
     let mut files: Vec<PathBuf> = std::fs::read_dir(golden)
         .unwrap()
@@ -245,7 +233,7 @@ fn injected_manifests_apply_with_server_dry_run() {
 #[test]
 fn wrapped_jobs_pass_pod_security_restricted() {
     testenv();
-    let ns = namespace(
+    let ns = labelled_namespace(
         "inject-restricted",
         &["pod-security.kubernetes.io/enforce=restricted"],
     );

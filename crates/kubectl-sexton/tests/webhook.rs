@@ -91,11 +91,28 @@ fn base64(b: &[u8]) -> String {
 /// started, and the API server seen calling it.
 struct Webhook {
     process: Process,
-    /// The write end of the FIFO the watchdog reads: closed when this test process exits,
-    /// however it exits, which stops the webhook and removes its configuration.
+    /// The FIFO the watchdog reads, open here read-write (an open that never blocks, even
+    /// if the watchdog died before reading): closed when this test process exits, however
+    /// it exits, which stops the webhook and removes its configuration.
     _lifeline: std::fs::File,
     _scratch: Scratch,
 }
+
+/// The watchdog: owns the configuration named `sexton-webhook` (the name deploy/'s RBAC
+/// lets the webhook patch) for the life of one test process. A test process that has
+/// ended still owns it while its webhook drains (seconds): it is removed only after that,
+/// and the next test process, which would otherwise create it meanwhile and see it
+/// deleted under it, waits for the lock (in the test control plane's state directory)
+/// that the watchdog holds from before it creates the configuration until it has
+/// deleted it.
+const WATCHDOG: &str = r#"lock=$1 lifeline=$2 config=$3; shift 3
+exec 9>"$lock"
+flock -w 120 9 || { echo "watchdog: $lock held by another test process for 120 s" >&2; exit 1; }
+kubectl apply -f "$config" >/dev/null || exit 1
+: > "$lifeline.owned"
+"$@" 9>&- & pid=$!
+cat "$lifeline" >/dev/null; kill "$pid"; wait "$pid"
+kubectl delete mutatingwebhookconfiguration sexton-webhook --ignore-not-found >/dev/null 2>&1"#;
 
 fn webhook() -> &'static Webhook {
     static W: OnceLock<Webhook> = OnceLock::new();
@@ -106,26 +123,31 @@ fn webhook() -> &'static Webhook {
             assert!(out.status.success(), "{f}: {}", text(&out.stderr));
         }
         let port = free_port();
-        let out = apply(&configuration(
+        let scratch = Scratch::new("webhook");
+        let config = scratch.path("configuration.json");
+        let manifest = configuration(
             "sexton-webhook",
             &format!("https://127.0.0.1:{port}"),
             None,
             None,
-        ));
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        let scratch = Scratch::new("webhook");
+        );
+        std::fs::write(&config, manifest.to_string()).unwrap();
         let kc = service_account_kubeconfig(
             "sexton-system",
             "sexton-webhook",
             &scratch.path("sa.kubeconfig"),
         );
         let fifo = scratch.fifo("lifeline");
-        let watchdog = r#"f=$1; shift; "$@" & pid=$!
-cat "$f" >/dev/null; kill "$pid"; wait "$pid"
-kubectl delete mutatingwebhookconfiguration sexton-webhook --ignore-not-found >/dev/null 2>&1"#;
+        let lifeline = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .unwrap();
         let mut cmd = Command::new("sh");
-        cmd.args(["-c", watchdog, "sh"])
+        cmd.args(["-c", WATCHDOG, "sh"])
+            .arg(testenv().state.join("webhook-test.lock"))
             .arg(&fifo)
+            .arg(&config)
             .arg(KUBECTL_SEXTON);
         cmd.args([
             "webhook",
@@ -155,8 +177,15 @@ kubectl delete mutatingwebhookconfiguration sexton-webhook --ignore-not-found >/
         .arg(&kc)
         // (the webhook reads --kubeconfig; the watchdog's kubectl, the admin's)
         .env("KUBECONFIG", &testenv().kubeconfig);
-        let process = scratch.spawn_host("webhook", cmd);
-        let lifeline = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        let mut process = scratch.spawn_host("webhook", cmd);
+        let owned = scratch.path("lifeline.owned");
+        assert!(
+            wait_until(Duration::from_secs(150), || owned.exists()
+                || !process.is_running()),
+            "the watchdog never took the configuration:\n{}",
+            process.logs()
+        );
+        assert!(owned.exists(), "the watchdog failed:\n{}", process.logs());
         let w = Webhook {
             process,
             _lifeline: lifeline,
@@ -170,7 +199,7 @@ kubectl delete mutatingwebhookconfiguration sexton-webhook --ignore-not-found >/
 /// Until the API server trusts the new caBundle and calls the webhook (a dry run in a
 /// labelled namespace comes back injected).
 fn wait_until_called(w: &Webhook) {
-    let ns = namespace("wh-ready", &["sexton.dev/inject=enabled"]);
+    let ns = labelled_namespace("wh-ready", &["sexton.dev/inject=enabled"]);
     let ok = wait_until(LONG, || {
         let out = dry_run(&ns, &pod("probe", json!({}), false));
         text(&out.stdout).contains("sexton.dev/injected")
@@ -180,22 +209,6 @@ fn wait_until_called(w: &Webhook) {
         "the API server never called the webhook:\n{}",
         w.process.logs()
     );
-}
-
-fn namespace(name: &str, labels: &[&str]) -> String {
-    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let ns = format!(
-        "it-{name}-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    );
-    assert!(kubectl(&["create", "namespace", &ns]).status.success());
-    if !labels.is_empty() {
-        let mut args = vec!["label", "namespace", ns.as_str()];
-        args.extend(labels);
-        assert!(kubectl(&args).status.success());
-    }
-    ns
 }
 
 /// A Pod with a main and a marked sidecar (the test plays no kubelet: it stays Pending).
@@ -266,7 +279,7 @@ fn injected(p: &Value) -> bool {
 async fn job_pods_of_a_labelled_namespace_are_injected() {
     webhook();
     let client = admin_client().await;
-    let ns = namespace("wh-job", &["sexton.dev/inject=enabled"]);
+    let ns = labelled_namespace("wh-job", &["sexton.dev/inject=enabled"]);
     let job = json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "backup", "namespace": ns},
@@ -298,7 +311,7 @@ async fn job_pods_of_a_labelled_namespace_are_injected() {
 async fn scope_annotation_opt_in_and_opt_out() {
     webhook();
     let client = admin_client().await;
-    let plain = namespace("wh-plain", &[]);
+    let plain = labelled_namespace("wh-plain", &[]);
     assert!(
         create(&plain, &pod("untouched", json!({}), false))
             .status
@@ -320,7 +333,7 @@ async fn scope_annotation_opt_in_and_opt_out() {
         injected(&stored(&client, &plain, "asked").await),
         "a pod that asks is injected anywhere"
     );
-    let enabled = namespace("wh-enabled", &["sexton.dev/inject=enabled"]);
+    let enabled = labelled_namespace("wh-enabled", &["sexton.dev/inject=enabled"]);
     assert!(
         create(
             &enabled,
@@ -348,7 +361,7 @@ async fn scope_annotation_opt_in_and_opt_out() {
 async fn a_refusal_is_a_warning_and_an_event_and_the_pod_is_admitted_unchanged() {
     webhook();
     let client = admin_client().await;
-    let ns = namespace("wh-refused", &["sexton.dev/inject=enabled"]);
+    let ns = labelled_namespace("wh-refused", &["sexton.dev/inject=enabled"]);
     let p = pod("refused", json!({"sexton.dev/inject": "native"}), true);
     let out = create(&ns, &p);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -402,7 +415,7 @@ async fn a_refusal_is_a_warning_and_an_event_and_the_pod_is_admitted_unchanged()
 async fn a_dry_run_is_answered_and_creates_nothing() {
     webhook();
     let client = admin_client().await;
-    let ns = namespace("wh-dry", &["sexton.dev/inject=enabled"]);
+    let ns = labelled_namespace("wh-dry", &["sexton.dev/inject=enabled"]);
     let out = dry_run(&ns, &pod("dry", json!({}), false));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let answered: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -443,7 +456,7 @@ async fn with_no_webhook_answering_pods_are_admitted_unchanged() {
         Some(&key),
     );
     assert!(apply(&cfg).status.success());
-    let ns = namespace("wh-down", &[&format!("{key}=true")]);
+    let ns = labelled_namespace("wh-down", &[&format!("{key}=true")]);
     let out = create(&ns, &pod("admitted", json!({}), false));
     let _ = kubectl(&["delete", "mutatingwebhookconfiguration", &key]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -533,7 +546,7 @@ fn native_pod(name: &str) -> Value {
 /// Waits until the API server calls the old webhook for namespaces labelled `key=true`:
 /// a native sidecar created in one that sexton does not serve comes back stripped.
 async fn wait_stripping(client: &Client, key: &str) {
-    let alone = namespace("wh-strip-alone", &[&format!("{key}=true")]);
+    let alone = labelled_namespace("wh-strip-alone", &[&format!("{key}=true")]);
     for i in 0..300 {
         let name = format!("native-{i}");
         if create(&alone, &native_pod(&name)).status.success()
@@ -559,7 +572,7 @@ async fn native_sidecars_stripped_by_an_old_webhook_are_repaired() {
     wait_stripping(&client, &key).await;
     let native = native_pod("native");
     // with sexton: its own native sidecars, and those the pod had, come back
-    let ns = namespace("wh-strip", &[&label, "sexton.dev/inject=enabled"]);
+    let ns = labelled_namespace("wh-strip", &[&label, "sexton.dev/inject=enabled"]);
     let out = create(&ns, &pod("made-native", json!({}), false));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
@@ -591,7 +604,7 @@ async fn a_native_sidecar_stripped_before_sexton_saw_it_is_inferred_from_its_pro
     // sorted before "sexton-webhook": it strips before sexton sees the pod
     let _old = old_webhook(&format!("aa-{key}"), &key);
     wait_stripping(&client, &key).await;
-    let ns = namespace(
+    let ns = labelled_namespace(
         "wh-strip-first",
         &[&format!("{key}=true"), "sexton.dev/inject=enabled"],
     );
@@ -716,7 +729,7 @@ fn certificate_files_are_reloaded_when_they_change() {
 #[test]
 fn a_self_managed_certificate_near_expiry_is_renewed_with_the_same_ca() {
     let s = Scratch::new("webhook-renew");
-    let ns = namespace("wh-renew", &[]);
+    let ns = labelled_namespace("wh-renew", &[]);
     let name = format!("sexton-test-renew-{}", std::process::id());
     // a CA for 10 years, a serving certificate with 10 days left
     let (ca_crt, ca_key) = (s.path("ca.crt"), s.path("ca.key"));
@@ -864,7 +877,7 @@ fn image_pull_secrets_are_read_only_when_asked() {
     let r = registry();
     let s = Scratch::new("webhook-pull-secrets");
     let key = format!("sexton-test-pull-{}", std::process::id());
-    let ns = namespace("wh-pull", &[&format!("{key}=true")]);
+    let ns = labelled_namespace("wh-pull", &[&format!("{key}=true")]);
     let config = json!({"auths": {r.basic.clone(): {"username": r.user, "password": r.password}}});
     std::fs::write(s.path("config.json"), config.to_string()).unwrap();
     let out = kubectl(&[

@@ -66,12 +66,7 @@ pub async fn admin_client() -> Client {
 
 /// Creates a namespace of its own for one test and returns its name.
 pub async fn fresh_namespace(client: &Client, test: &str) -> String {
-    static SEQ: AtomicUsize = AtomicUsize::new(0);
-    let name = format!(
-        "it-{test}-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    );
+    let name = fresh_name(test);
     let ns: Namespace =
         serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
     Api::<Namespace>::all(client.clone())
@@ -79,6 +74,45 @@ pub async fn fresh_namespace(client: &Client, test: &str) -> String {
         .await
         .unwrap();
     name
+}
+
+/// A new namespace named `it-{test}-{pid}-{seq}`, with `labels` (`key=value`) set in the
+/// same request that creates it. Not `kubectl create` then `kubectl label`: the API
+/// server's admission plugins (webhook namespaceSelectors, Pod Security) read namespaces
+/// from an informer cache, and a label added by a second request can reach that cache
+/// after the test's next pod does. The pod is then admitted as if the namespace had no
+/// label (a flake seen right after `testenv.sh up`, when the API server is busiest). A
+/// namespace missing from the cache is read from storage instead, so one request is safe.
+pub fn labelled_namespace(test: &str, labels: &[&str]) -> String {
+    let name = fresh_name(test);
+    let labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|l| {
+            let (k, v) = l.split_once('=').expect("a label is key=value");
+            (k.to_string(), v.into())
+        })
+        .collect();
+    let manifest = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels}});
+    let out = crate::output_with_input(
+        Command::new("kubectl")
+            .env("KUBECONFIG", &testenv().kubeconfig)
+            .args(["create", "-f", "-"]),
+        manifest.to_string().as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "creating namespace {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    name
+}
+
+/// `it-{test}-{pid}-{seq}`: unique in the test process, and apart from other processes'.
+fn fresh_name(test: &str) -> String {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("it-{test}-{}-{seq}", std::process::id())
 }
 
 /// kubectl against the test API server.
