@@ -379,6 +379,9 @@ pub struct Core {
     backoff_step: Option<u32>,
     /// A stop signal was forwarded to the child: its exit is final, never restarted.
     stop_forwarded: bool,
+    /// The termination signal of a stop is decided but not yet reported sent, and the
+    /// grace it is owed from the moment it is sent (`signal_sent`).
+    term_owed: Option<Duration>,
 }
 
 impl Core {
@@ -395,6 +398,31 @@ impl Core {
             restarts: 0,
             backoff_step: None,
             stop_forwarded: false,
+            term_owed: None,
+        }
+    }
+
+    /// The glue sent `signal` to the child at `at`. The termination signal of a stop is
+    /// decided at the `now` of an event, and sent after the glue has handled that event's
+    /// other work: on a loaded machine (or under emulation) milliseconds later. The grace
+    /// period runs from the signal, not from the decision, so SIGKILL moves accordingly:
+    /// the child always gets its whole grace period (after a preStop hook, at least
+    /// `MIN_GRACE_AFTER_HOOK`), as the docs and the kubelet promise.
+    pub fn signal_sent(&mut self, signal: Signal, at: Instant) {
+        if signal != self.policy.term_signal {
+            return;
+        }
+        let Some(grace) = self.term_owed.take() else {
+            return;
+        };
+        if let Phase::Stopping {
+            hook_until: None,
+            killed: false,
+            kill_at,
+            ..
+        } = &mut self.phase
+        {
+            *kill_at = (*kill_at).max(at + grace);
         }
     }
 
@@ -817,7 +845,10 @@ impl Core {
             _ => kill_at,
         });
         let mut actions = match &hook {
-            None => vec![self.term_action(&cause)],
+            None => {
+                self.term_owed = Some(self.policy.grace_period);
+                vec![self.term_action(&cause)]
+            }
             Some(PreStop::Sleep(_)) => vec![],
             Some(_) => vec![Action::RunPreStop],
         };
@@ -853,6 +884,7 @@ impl Core {
             return vec![];
         };
         let mut actions = vec![self.term_action(&cause)];
+        self.term_owed = Some(MIN_GRACE_AFTER_HOOK);
         self.phase = Phase::Stopping {
             cause,
             hook_until: None,

@@ -650,7 +650,10 @@ impl Supervisor {
                     queue.extend(self.restart_child(count, Instant::now()))
                 }
                 Action::RunPreStop => queue.extend(self.run_pre_stop(Instant::now())),
-                Action::Signal { signal, group, why } => self.send(signal, group, &why),
+                Action::Signal { signal, group, why } => {
+                    self.send(signal, group, &why);
+                    self.core.signal_sent(signal, Instant::now());
+                }
                 Action::Kill { why } => queue.extend(self.kill(&why)),
                 Action::Finish(outcome) => return Some(self.finish(outcome)),
             }

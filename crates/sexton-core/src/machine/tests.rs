@@ -348,6 +348,37 @@ fn death_dep_dies_then_term_then_kill_after_grace() {
     assert_eq!(o.child_signal, Some(Signal::SIGKILL));
 }
 
+/// The grace period runs from the moment the glue sent the signal, not from the decision
+/// (on a loaded machine the glue sends it milliseconds later); other signals, or the
+/// termination signal forwarded again, do not move SIGKILL.
+#[test]
+fn grace_runs_from_the_signal_sent_not_from_the_decision() {
+    let (mut c, t0) = running(policy());
+    let late = Duration::from_millis(50);
+    let a = c.on_dep("main", dead(Some(0)), t0);
+    assert!(matches!(&a[..], [Action::Signal { .. }]), "{a:?}");
+    c.signal_sent(Signal::SIGUSR1, t0 + late);
+    assert_eq!(
+        c.deadline(),
+        Some(t0 + Duration::from_secs(10)),
+        "another signal"
+    );
+    c.signal_sent(Signal::SIGTERM, t0 + late);
+    assert_eq!(c.deadline(), Some(t0 + late + Duration::from_secs(10)));
+    assert!(
+        c.tick(t0 + Duration::from_secs(10)).is_empty(),
+        "the whole grace"
+    );
+    c.signal_sent(Signal::SIGTERM, t0 + Duration::from_secs(5));
+    assert_eq!(
+        c.deadline(),
+        Some(t0 + late + Duration::from_secs(10)),
+        "sent again: owed once"
+    );
+    let a = c.tick(t0 + late + Duration::from_secs(10));
+    assert!(matches!(&a[..], [Action::Kill { .. }]), "{a:?}");
+}
+
 #[test]
 fn zero_grace_kills_at_once() {
     let (mut c, t0) = running(Policy {
