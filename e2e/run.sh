@@ -2,7 +2,7 @@
 # End-to-end scenarios on the real node of scripts/e2e-cluster.sh (brought up if needed).
 # Every wait is bounded (kubectl wait --timeout, timeout); a failed scenario says why and
 # exits 1. The controllers it starts in the background are stopped on any exit.
-#   e2e/run.sh            all scenarios but 12 (see below)
+#   e2e/run.sh            all scenarios
 #   e2e/run.sh 1 3        some of them
 # 1  Job: main + sexton-wrapped sidecar; main 0 -> Job Complete, main 1 -> Job Failed; the
 #    sidecar is stopped and exits 0 in both.
@@ -767,9 +767,7 @@ image_digest() {
   fail "no image $1 in scripts/images.sh refs"
 }
 
-# Scenario 12 (the sidecar contract table) runs alone (`e2e/run.sh 12`) until it passes:
-# its two-sidecars case under native-wrap stops the sidecars in the wrong order (issue 30).
-[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10 11
+[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10 11 12
 for n in "$@"; do
   t0=$SECONDS
   "scenario$n"

@@ -382,6 +382,9 @@ pub struct Core {
     /// The termination signal of a stop is decided but not yet reported sent, and the
     /// grace it is owed from the moment it is sent (`signal_sent`).
     term_owed: Option<Duration>,
+    /// The child's current run has received the termination signal (sent by a stop, or
+    /// forwarded): a stop never sends it twice (`absorbs`).
+    term_delivered: bool,
 }
 
 impl Core {
@@ -399,6 +402,7 @@ impl Core {
             backoff_step: None,
             stop_forwarded: false,
             term_owed: None,
+            term_delivered: false,
         }
     }
 
@@ -774,6 +778,7 @@ impl Core {
         }
         self.phase = Phase::Running;
         self.child_running = true;
+        self.term_delivered = false;
         self.started_at = Some(now);
         match self.dead_death_dep() {
             Some(dep) => self.stop(Cause::Dependency(dep), now, true),
@@ -832,19 +837,23 @@ impl Core {
 
     /// Stops the child: the preStop hook first when the supervisor decides the stop itself
     /// (`run_hook`; on a signal the kubelet has run it), then the termination signal, then
-    /// SIGKILL after the grace period. Without a running child (it waits to be restarted,
-    /// or exited during a hold), the container ends at once.
+    /// SIGKILL after the grace period. A child that already received the termination
+    /// signal (forwarded while it ran) is not sent it again, nor run the hook: the stop
+    /// only sets its deadline. Without a running child (it waits to be restarted, or
+    /// exited during a hold), the container ends at once.
     fn stop(&mut self, cause: Cause, now: Instant, run_hook: bool) -> Vec<Action> {
         if !self.child_running {
             return self.end_without_child(cause);
         }
         let kill_at = now + self.policy.grace_period;
-        let hook = self.policy.contract.pre_stop.clone().filter(|_| run_hook);
+        let signalled = self.term_delivered;
+        let hook = (self.policy.contract.pre_stop.clone()).filter(|_| run_hook && !signalled);
         let hook_until = hook.as_ref().map(|h| match h {
             PreStop::Sleep(d) => (now + *d).min(kill_at),
             _ => kill_at,
         });
         let mut actions = match &hook {
+            None if signalled => vec![],
             None => {
                 self.term_owed = Some(self.policy.grace_period);
                 vec![self.term_action(&cause)]
@@ -863,7 +872,8 @@ impl Core {
         actions
     }
 
-    fn term_action(&self, cause: &Cause) -> Action {
+    fn term_action(&mut self, cause: &Cause) -> Action {
+        self.term_delivered = true;
         Action::Signal {
             signal: self.policy.term_signal,
             group: self.policy.signal_group,
@@ -951,10 +961,12 @@ impl Core {
             }
             Phase::Running if stop && hold => self.hold(sig, now),
             Phase::Holding { .. } if stop => vec![], // held already
+            _ if self.absorbs(sig) => vec![],
             Phase::Running | Phase::Stopping { .. } | Phase::Holding { .. }
                 if sig.is_forwarded() && self.child_running =>
             {
                 self.stop_forwarded |= stop;
+                self.term_delivered |= sig == self.policy.term_signal;
                 vec![Action::Signal {
                     signal: sig,
                     group: self.policy.signal_group,
@@ -963,6 +975,18 @@ impl Core {
             }
             _ => vec![],
         }
+    }
+
+    /// Whether `sig` is dropped because the stop under way delivers it already: while the
+    /// child is being stopped, its termination signal (sent, or due after the preStop
+    /// hook) is not sent a second time. A native sidecar's program gets one SIGTERM from
+    /// the kubelet, and many take a second one as "exit now, skip the drain"; under
+    /// `native-wrap` the kubelet's SIGTERM reaches a sidecar whose supervisor has
+    /// stopped it already. Any other signal is still forwarded (a different stop signal
+    /// too: its sender asked for something the child has not been told), and SIGKILL
+    /// still follows at the end of the grace period.
+    pub fn absorbs(&self, sig: Signal) -> bool {
+        matches!(self.phase, Phase::Stopping { .. }) && sig == self.policy.term_signal
     }
 
     /// Ordered termination: a stop signal while death dependencies live is held until

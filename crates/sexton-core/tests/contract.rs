@@ -395,6 +395,64 @@ fn pre_stop_runs_before_the_term_signal_when_the_deps_die() {
     assert!(is_term(&c.on_dep("main", dead(0), t0 + S(1))));
 }
 
+/// A stop under way is not signalled again: under `native-wrap` the kubelet's SIGTERM
+/// reaches a sidecar whose supervisor stopped it already (the mains ended), and a program
+/// that takes a second SIGTERM as "exit now" would skip its drain. Other signals are still
+/// forwarded, a different stop signal too, and SIGKILL still ends the grace period.
+#[test]
+fn a_stop_under_way_is_not_signalled_again() {
+    for contract in [sidecar(), Contract::default()] {
+        let (mut c, t0) = running(policy(&["main"], contract.clone()));
+        assert!(is_term(&c.on_dep("main", dead(0), t0)));
+        let t1 = t0 + S(1);
+        assert!(c.on_signal(Signal::SIGTERM, t1).is_empty(), "{contract:?}");
+        assert!(c.absorbs(Signal::SIGTERM));
+        for other in [Signal::SIGINT, Signal::SIGHUP, Signal::SIGUSR1] {
+            assert!(!c.absorbs(other));
+            assert_eq!(
+                c.on_signal(other, t1),
+                vec![Action::Signal {
+                    signal: other,
+                    group: false,
+                    why: format!("forwarding {other}")
+                }]
+            );
+        }
+        assert_eq!(c.deadline(), Some(t0 + S(10)), "the grace period stays");
+        assert!(matches!(&c.tick(t0 + S(10))[..], [Action::Kill { .. }]));
+    }
+    // the other order, kubexit's forwarding: SIGTERM forwarded while the child runs, then
+    // the dependency dies: the stop sets the deadline, sends nothing
+    let (mut c, t0) = running(policy(&["main"], Contract::default()));
+    assert!(is_term(&c.on_signal(Signal::SIGTERM, t0)));
+    assert!(c.on_dep("main", dead(0), t0).is_empty());
+    assert!(matches!(c.phase(), Phase::Stopping { .. }));
+    assert_eq!(c.deadline(), Some(t0 + S(10)));
+    assert!(c.on_signal(Signal::SIGTERM, t0).is_empty());
+    // a preStop hook running: SIGTERM comes once, after it
+    let mut p = policy(&["main"], sidecar());
+    p.contract.pre_stop = Some(PreStop::Exec(vec!["/drain".into()]));
+    let (mut c, t0) = running(p);
+    assert_eq!(c.on_dep("main", dead(0), t0), vec![Action::RunPreStop]);
+    assert!(c.on_signal(Signal::SIGTERM, t0 + S(1)).is_empty());
+    assert!(is_term(&c.on_pre_stop_done(t0 + S(2))));
+    assert!(c.on_signal(Signal::SIGTERM, t0 + S(3)).is_empty());
+    // a custom termination signal: the kubelet's SIGTERM is a different one, forwarded
+    let mut p = policy(&["main"], sidecar());
+    p.term_signal = Signal::SIGINT;
+    let (mut c, t0) = running(p);
+    c.on_dep("main", dead(0), t0);
+    assert!(c.on_signal(Signal::SIGINT, t0).is_empty());
+    assert!(is_term(&c.on_signal(Signal::SIGTERM, t0)));
+    // a restarted child is a new run: it gets its own SIGTERM
+    let mut contract = sidecar();
+    contract.hold = None;
+    let (mut c, t0) = running(policy(&["main"], contract));
+    c.on_child_exit(ChildStatus::Exited(1), t0);
+    assert!(c.on_spawned(t0).is_empty());
+    assert!(is_term(&c.on_dep("main", dead(0), t0)));
+}
+
 #[test]
 fn kubexit_default_has_no_contract() {
     // a hand-written kubexit sidecar: no hold, no restart, any

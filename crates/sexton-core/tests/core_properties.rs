@@ -204,6 +204,8 @@ struct Harness {
     seen_dead: Vec<String>,
     /// The last signal sent to the wrapper.
     last_signal: Option<Signal>,
+    /// The child's current run has been sent the termination signal.
+    term_sent: bool,
 }
 
 impl Harness {
@@ -231,6 +233,7 @@ impl Harness {
                         SpawnResult::Started => {
                             self.spawned = true;
                             self.running = true;
+                            self.term_sent = false;
                             self.core.on_spawned(self.now)
                         }
                         SpawnResult::Failed(f) => self.core.on_spawn_failed(f, "x".into()),
@@ -239,6 +242,16 @@ impl Harness {
                         }
                     };
                     queue.extend(next);
+                }
+                Action::Signal { signal, .. } if signal == self.policy.term_signal => {
+                    prop_assert!(self.child_alive(), "{a:?} without a live child");
+                    // once a stop is under way, the child gets its termination signal once
+                    let stopping = matches!(self.core.phase(), Phase::Stopping { .. });
+                    prop_assert!(
+                        !(stopping && self.term_sent),
+                        "{signal} sent again to a child being stopped"
+                    );
+                    self.term_sent = true;
                 }
                 Action::Signal { .. } | Action::Kill { .. } => {
                     prop_assert!(self.child_alive(), "{a:?} without a live child");
@@ -452,6 +465,7 @@ proptest! {
             spawn_results,
             seen_dead: vec![],
             last_signal: None,
+            term_sent: false,
         };
         // the first scan, then signals received during setup, then the start
         for (i, state) in &pre {

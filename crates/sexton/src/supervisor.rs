@@ -316,8 +316,13 @@ impl Supervisor {
             actions = self.rescan(now);
         }
         let was_holding = matches!(self.core.phase(), Phase::Holding { .. });
+        let absorbed = self.core.absorbs(sig);
         actions.extend(self.core.on_signal(sig, now));
-        if let (false, Phase::Holding { until, .. }) = (was_holding, self.core.phase()) {
+        if absorbed {
+            info!(
+                "{sig}: the child is being stopped already and gets {sig} once (sent, or due after the preStop hook); not sent again, SIGKILL still follows the grace period"
+            );
+        } else if let (false, Phase::Holding { until, .. }) = (was_holding, self.core.phase()) {
             info!(
                 "holding {sig}: death dependencies {} still alive; the child is stopped once they died, at the latest in {}",
                 self.core.living_death_deps().join(", "),

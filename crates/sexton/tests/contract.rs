@@ -452,6 +452,50 @@ fn pre_stop_runs_before_the_term_signal_when_the_main_finishes() {
     assert_eq!(order(&pod), "proxy\n", "the hook ran on the signal's path");
 }
 
+/// Under `native-wrap` a sidecar's supervisor stops its child when the mains have ended,
+/// and the kubelet then sends the (native) sidecar container its own SIGTERM: the child
+/// must get one SIGTERM, as a native sidecar's program does (a second one often means
+/// "exit now, skip the drain"). A different signal is still forwarded.
+#[test]
+fn a_sidecar_being_stopped_gets_one_sigterm_when_the_kubelet_sends_its_own() {
+    let pod = Pod::new("oneterm");
+    let mut main = main_until_go(&pod, "main", 0);
+    pod.fifo("proxy-drained");
+    // records every SIGTERM and SIGWINCH (28: after SIGTERM in the order a shell runs
+    // pending traps); drains until the test writes `proxy-drained`
+    let child = r#"trap 'echo TERM >> "$POD/signals"' TERM; trap 'echo WINCH >> "$POD/signals"' 28; echo up > "$POD/proxy-up"; (read x < "$POD/proxy-drained") & r=$!; while kill -0 $r 2>/dev/null; do wait $r; done; exit 0"#;
+    let env = with(SIDECAR, &[("KUBEXIT_DEATH_DEPS", "main")]);
+    let mut proxy = pod.container("proxy", &env, &["sh", "-c", child]);
+    pod.wait_file("proxy-up");
+    pod.wait_born("main");
+    let signals = || fs::read_to_string(pod.path("signals")).unwrap_or_default();
+    // the mains end: the supervisor stops the child (SIGTERM), which drains
+    write(&pod, "main-go");
+    assert_eq!(main.wait(), 0);
+    assert!(
+        wait_until(TIMEOUT, || signals() == "TERM\n"),
+        "{}",
+        proxy.logs()
+    );
+    // the kubelet stops the native sidecar: its SIGTERM, then another signal
+    proxy.signal(15);
+    proxy.wait_log("received signal");
+    proxy.signal(28);
+    assert!(
+        wait_until(TIMEOUT, || signals().contains("WINCH")),
+        "{}",
+        proxy.logs()
+    );
+    write(&pod, "proxy-drained");
+    assert_eq!(proxy.wait(), 0, "{}", proxy.logs());
+    assert_eq!(signals(), "TERM\nWINCH\n", "{}", proxy.logs());
+    assert!(proxy.logs().contains("not sent again"), "{}", proxy.logs());
+    assert_eq!(
+        pod.tombstone("proxy").unwrap()["Reason"],
+        "stopped-by-dependency"
+    );
+}
+
 #[test]
 fn a_binary_for_another_machine_is_exec_format_error_not_a_shell_script() {
     let pod = Pod::new("enoexec");
