@@ -41,48 +41,54 @@ wait_for_other_build() {
   flock -w 1800 9 || die "another build of $1 has held $TOOLS/.$1.lock for 30 minutes"
 }
 
+# cached_or_built NAME BIN BUILD...: prints BIN, after running BUILD... under NAME's lock
+# unless BIN exists (with --cached: exit 1 instead of building).
+cached_or_built() {
+  local name=$1 bin=$2; shift 2
+  if [ "$CACHED_ONLY" = 1 ]; then
+    [ -x "$bin" ] || exit 1
+    echo "$bin"; return
+  fi
+  wait_for_other_build "$name"
+  if [ ! -x "$bin" ]; then
+    local start=$SECONDS
+    "$@"
+    log "built $name in $((SECONDS - start))s"
+  fi
+  echo "$bin"
+}
+
 # go_tool NAME PACKAGE@VERSION [LDFLAGS]: builds NAME unless cached, prints its path.
 go_tool() {
   local name=$1 pkg=$2 ldflags="-s -w ${3:-}"
   local dir="$TOOLS/$name-${pkg##*@}"
-  if [ "$CACHED_ONLY" = 1 ]; then
-    [ -x "$dir/$name" ] || exit 1
-    echo "$dir/$name"; return
-  fi
-  wait_for_other_build "$name"
-  if [ ! -x "$dir/$name" ]; then
-    command -v go >/dev/null || die "go is needed to build $name (Go >= 1.26: $pkg)"
-    log "building $pkg into $dir"
-    local start=$SECONDS
-    mkdir -p "$dir"
-    GOBIN="$dir/.tmp" GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-      go install -trimpath -ldflags "$ldflags" "$pkg" >&2 || die "building $pkg failed"
-    mv "$dir/.tmp/$name" "$dir/$name"
-    rmdir "$dir/.tmp"
-    log "built $name in $((SECONDS - start))s"
-  fi
-  echo "$dir/$name"
+  cached_or_built "$name" "$dir/$name" go_build "$name" "$pkg" "$ldflags" "$dir"
+}
+go_build() { # NAME PACKAGE@VERSION LDFLAGS DIR
+  local name=$1 pkg=$2 ldflags=$3 dir=$4
+  command -v go >/dev/null || die "go is needed to build $name (Go >= 1.26: $pkg)"
+  log "building $pkg into $dir"
+  mkdir -p "$dir"
+  GOBIN="$dir/.tmp" GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+    go install -trimpath -ldflags "$ldflags" "$pkg" >&2 || die "building $pkg failed"
+  mv "$dir/.tmp/$name" "$dir/$name"
+  rmdir "$dir/.tmp"
 }
 
 # cargo_tool NAME VERSION CARGO-INSTALL-FLAGS...: installs crate NAME unless cached, prints
-# its path (from outside the repository: its .cargo/config.toml is not for these crates).
+# its path.
 cargo_tool() {
   local name=$1 version=$2; shift 2
   local dir="$TOOLS/$name-$version"
-  if [ "$CACHED_ONLY" = 1 ]; then
-    [ -x "$dir/bin/$name" ] || exit 1
-    echo "$dir/bin/$name"; return
-  fi
-  wait_for_other_build "$name"
-  if [ ! -x "$dir/bin/$name" ]; then
-    log "building $name $version into $dir"
-    local start=$SECONDS
-    mkdir -p "$dir" && cd "$dir"
-    nice -n 10 cargo install --quiet --locked --root "$dir" --version "$version" "$@" "$name" >&2 \
-      || die "building $name failed"
-    log "built $name in $((SECONDS - start))s"
-  fi
-  echo "$dir/bin/$name"
+  cached_or_built "$name" "$dir/bin/$name" cargo_build "$name" "$version" "$dir" "$@"
+}
+cargo_build() { # NAME VERSION DIR CARGO-INSTALL-FLAGS...
+  local name=$1 version=$2 dir=$3; shift 3
+  log "building $name $version into $dir"
+  # (from outside the repository: its .cargo/config.toml is not for these crates)
+  mkdir -p "$dir" && cd "$dir"
+  nice -n 10 cargo install --quiet --locked --root "$dir" --version "$version" "$@" "$name" >&2 \
+    || die "building $name failed"
 }
 
 CACHED_ONLY=0; [ "${2:-}" != --cached ] || CACHED_ONLY=1
