@@ -138,7 +138,7 @@ RUN=()
 # its log in a file. The Go floor likewise (its own JSON line per injection).
 "${RUN[@]}" "$WORK/kubectl-sexton" webhook --tls-cert-file "$WORK/tls.crt" --tls-key-file "$WORK/tls.key" \
   --listen 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 \
-  --kubernetes-version 1.34 --kubeconfig "$KUBECONFIG_FILE" --sexton-image sexton:0.1.0 \
+  --kubernetes-version 1.34 --kubeconfig "$KUBECONFIG_FILE" --sexton-image ghcr.io/sexton-dev/sexton:0.1.0 \
   --log-format json 2>"$WORK/webhook.log" &
 PID=$!
 GOPID=""

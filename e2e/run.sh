@@ -29,7 +29,7 @@
 #    Succeeded, main 1 -> Failed; restartCount 0 (one pod of the six may show 1: the narrow
 #    race in which the kubelet sees the sidecar's exit before main's, see the scenario).
 # 9  Every example of examples/ as it is, but for its image names (mapped to the node's: see
-#    example()), with the outcome README promises: the Jobs of examples/*.yaml applied
+#    example()), with the outcome the docs promise: the Jobs of examples/*.yaml applied
 #    together in one namespace (Complete; sidecars ended with 0; birth order kept; main's
 #    failed first attempt survived by its OnFailure sidecar; the markers' sidecars swapped to
 #    the quick-exit image; the API birth dependency's proxy ready first and told to quit),
@@ -48,7 +48,7 @@
 #    65532, its ServiceAccount, a Role of its rules): scenario 3's Job Complete, the sidecar
 #    swapped to the shipped quick-exit image; both pods' imageIDs are the digests of
 #    target/images (scripts/images.sh), which the node imported.
-# 12 The sidecar contract (README, "The sidecar contract"): one declaration per case
+# 12 The sidecar contract (docs/strategies.md, "The sidecar contract"): one declaration per case
 #    (e2e/manifests/contract.yaml), injected native, wrap and native-wrap, all run at once:
 #    deletion (a running pod deleted while its main drains 3 s through its proxy: no failed
 #    request, the sidecar ends with 0, the pod Succeeded), two-mains (1 s and 5 s), on-failure
@@ -354,7 +354,7 @@ scenario8() {
 # Scenario 9 runs the examples as users find them. Only their image names change, to the
 # images scripts/e2e-cluster.sh imported into the node: the tag e2e gets the default pull
 # policy IfNotPresent, and containerd files busybox:e2e as docker.io/library/busybox:e2e.
-EXAMPLE_IMAGES=(busybox:1.36=busybox:e2e sexton:0.1.0=sexton:e2e sexton-quick-exit:0.1.0=sexton-quick-exit:e2e)
+EXAMPLE_IMAGES=(busybox:1.36=busybox:e2e ghcr.io/sexton-dev/sexton:0.1.0=sexton:e2e ghcr.io/sexton-dev/sexton-quick-exit:0.1.0=sexton-quick-exit:e2e)
 
 # node_ref IMAGE: the reference under which containerd files IMAGE (as the kubelet names it).
 node_ref() {

@@ -28,7 +28,8 @@ reruns the failing test alone):
   images   the shipped static binaries (linux/amd64, linux/arm64, release profile with LTO)
            and their OCI images, checked against the Dockerfile    (scripts/images.sh)
   build    the workspace with profile release-nolto, benches included (cargo build)
-  lint     helm lint of the chart, deploy/ rendered from it, actionlint of the workflows
+  lint     helm lint of the chart, deploy/ rendered from it, actionlint of the workflows,
+           the documentation site (scripts/book.sh: mdbook, links, a screenshot)
   test     cargo test: every crate's tests, against the test API server
            (scripts/testenv.sh) and registries (scripts/registry.sh), started here
   arm64    the in-pod integration tests again with the shipped arm64 binary under
@@ -97,6 +98,7 @@ setup() {
   need openssl || missing+=(openssl)
   need readelf || missing+=(binutils)
   [ $MODE = quick ] || need shellcheck || missing+=(shellcheck)   # (actionlint runs it)
+  [ $MODE = quick ] || need chromium || missing+=(chromium)       # (the docs' screenshot, lint)
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
   # The integration tests create PID namespaces: root, or unprivileged user namespaces.
   if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
@@ -155,6 +157,12 @@ start_go_builds() {
 # cached) are built ahead, in the background at the lowest priority: the tests leave a core
 # idle much of the time. scripts/tools.sh's lock makes the release step wait for a build
 # still under way rather than start a second one.
+# mdbook (the lint stage builds the documentation site with it): 5.2 CPU-minutes when not
+# cached (309 CPU-s measured on the 2-core machine, 2026-11-27; without its server and
+# watcher), at priority 10 beside the workspace build, which leaves a core idle at times;
+# the lint stage waits for it. Cached, the book's build and checks take ~3 s.
+start_book_tools() { bg book-tools 10 scripts/tools.sh mdbook; }
+
 start_release_tools() {
   # shellcheck disable=SC2016  # (expanded by the inner shell)
   bg release-tools 19 bash -c 'for t in cosign cargo-cyclonedx krew; do scripts/tools.sh "$t" || true; done'
@@ -210,13 +218,16 @@ images() { scripts/images.sh; }
 # linux/amd64 kubectl-sexton it is.
 build() { build_workspace; }
 
-# The chart and the workflows. The chart's server-side dry runs are in
-# crates/kubectl-sexton/tests/chart.rs.
+# The chart, the workflows and the documentation site. The chart's server-side dry runs
+# are in crates/kubectl-sexton/tests/chart.rs, the docs' generated references in
+# crates/kubectl-sexton/tests/docs.rs.
 lint() {
   HELM="$(scripts/tools.sh helm)"; export HELM
   "$HELM" lint --strict charts/sexton
   scripts/manifests.sh check              # deploy/ is the chart rendered
   "$(scripts/tools.sh actionlint)" .github/workflows/*.yaml
+  wait_bg book-tools
+  scripts/book.sh                         # mdbook build docs, every link and anchor, a screenshot
 }
 
 # cargo_test PREFIX ARGS...: cargo test, its output also kept, so that a failure names the
@@ -362,6 +373,7 @@ case $MODE in
     need_go
     scripts/images.sh tools      # (once, before two images.sh run at the same time)
     start_go_builds node
+    start_book_tools
     start_release_tools
     bg in-pod 10 scripts/images.sh in-pod
     timed layers layers

@@ -8,6 +8,7 @@
 #   scripts/tools.sh cosign            cosign (signs SHA256SUMS in scripts/release.sh)
 #   scripts/tools.sh cargo-cyclonedx   cargo-cyclonedx (the SBOM in scripts/release.sh)
 #   scripts/tools.sh krew              krew (installs the plugin manifest in scripts/release.sh)
+#   scripts/tools.sh mdbook            mdbook (the documentation site, docs/)
 #   scripts/tools.sh versions          the pinned versions, one `name version` a line
 #   scripts/tools.sh NAME --cached     the path only if NAME is built already, else exit 1
 #                                      (the tests ask so, to fail fast rather than build)
@@ -27,6 +28,7 @@ ACTIONLINT_VERSION=v1.7.12
 COSIGN_VERSION=v3.1.3
 CYCLONEDX_VERSION=0.5.9
 KREW_VERSION=v0.4.3
+MDBOOK_VERSION=0.5.4
 
 TOOLS="${SEXTON_TOOLS_CACHE:-$HOME/.cache/sexton-tools}"
 
@@ -39,27 +41,54 @@ wait_for_other_build() {
   flock -w 1800 9 || die "another build of $1 has held $TOOLS/.$1.lock for 30 minutes"
 }
 
+# cached_or_built NAME BIN BUILD...: prints BIN, after running BUILD... under NAME's lock
+# unless BIN exists (with --cached: exit 1 instead of building).
+cached_or_built() {
+  local name=$1 bin=$2; shift 2
+  if [ "$CACHED_ONLY" = 1 ]; then
+    [ -x "$bin" ] || exit 1
+    echo "$bin"; return
+  fi
+  wait_for_other_build "$name"
+  if [ ! -x "$bin" ]; then
+    local start=$SECONDS
+    "$@"
+    log "built $name in $((SECONDS - start))s"
+  fi
+  echo "$bin"
+}
+
 # go_tool NAME PACKAGE@VERSION [LDFLAGS]: builds NAME unless cached, prints its path.
 go_tool() {
   local name=$1 pkg=$2 ldflags="-s -w ${3:-}"
   local dir="$TOOLS/$name-${pkg##*@}"
-  if [ "$CACHED_ONLY" = 1 ]; then
-    [ -x "$dir/$name" ] || exit 1
-    echo "$dir/$name"; return
-  fi
-  wait_for_other_build "$name"
-  if [ ! -x "$dir/$name" ]; then
-    command -v go >/dev/null || die "go is needed to build $name (Go >= 1.26: $pkg)"
-    log "building $pkg into $dir"
-    local start=$SECONDS
-    mkdir -p "$dir"
-    GOBIN="$dir/.tmp" GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-      go install -trimpath -ldflags "$ldflags" "$pkg" >&2 || die "building $pkg failed"
-    mv "$dir/.tmp/$name" "$dir/$name"
-    rmdir "$dir/.tmp"
-    log "built $name in $((SECONDS - start))s"
-  fi
-  echo "$dir/$name"
+  cached_or_built "$name" "$dir/$name" go_build "$name" "$pkg" "$ldflags" "$dir"
+}
+go_build() { # NAME PACKAGE@VERSION LDFLAGS DIR
+  local name=$1 pkg=$2 ldflags=$3 dir=$4
+  command -v go >/dev/null || die "go is needed to build $name (Go >= 1.26: $pkg)"
+  log "building $pkg into $dir"
+  mkdir -p "$dir"
+  GOBIN="$dir/.tmp" GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+    go install -trimpath -ldflags "$ldflags" "$pkg" >&2 || die "building $pkg failed"
+  mv "$dir/.tmp/$name" "$dir/$name"
+  rmdir "$dir/.tmp"
+}
+
+# cargo_tool NAME VERSION CARGO-INSTALL-FLAGS...: installs crate NAME unless cached, prints
+# its path.
+cargo_tool() {
+  local name=$1 version=$2; shift 2
+  local dir="$TOOLS/$name-$version"
+  cached_or_built "$name" "$dir/bin/$name" cargo_build "$name" "$version" "$dir" "$@"
+}
+cargo_build() { # NAME VERSION DIR CARGO-INSTALL-FLAGS...
+  local name=$1 version=$2 dir=$3; shift 3
+  log "building $name $version into $dir"
+  # (from outside the repository: its .cargo/config.toml is not for these crates)
+  mkdir -p "$dir" && cd "$dir"
+  nice -n 10 cargo install --quiet --locked --root "$dir" --version "$version" "$@" "$name" >&2 \
+    || die "building $name failed"
 }
 
 CACHED_ONLY=0; [ "${2:-}" != --cached ] || CACHED_ONLY=1
@@ -78,22 +107,17 @@ case "${1:-}" in
     go_tool krew "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" \
       "-X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION" ;;
   cargo-cyclonedx)
-    dir="$TOOLS/cargo-cyclonedx-$CYCLONEDX_VERSION"
-    wait_for_other_build cargo-cyclonedx
-    if [ ! -x "$dir/bin/cargo-cyclonedx" ]; then
-      log "building cargo-cyclonedx $CYCLONEDX_VERSION into $dir"
-      start=$SECONDS
-      # (from outside the repository: its .cargo/config.toml is not for this crate). --debug:
-      # it reads `cargo metadata` once per release, in well under a second even unoptimised,
-      # and its build takes half the CPU of an optimised one (a cold CI run is CPU-bound).
-      mkdir -p "$dir" && cd "$dir"
-      nice -n 10 cargo install --quiet --debug --locked --root "$dir" --version "$CYCLONEDX_VERSION" cargo-cyclonedx >&2 \
-        || die "building cargo-cyclonedx failed"
-      log "built cargo-cyclonedx in $((SECONDS - start))s"
-    fi
-    echo "$dir/bin/cargo-cyclonedx" ;;
+    # --debug: it reads `cargo metadata` once per release, in well under a second even
+    # unoptimised, and its build takes half the CPU of an optimised one (a cold CI run is
+    # CPU-bound).
+    cargo_tool cargo-cyclonedx "$CYCLONEDX_VERSION" --debug ;;
+  mdbook)
+    # Without default features: no `serve` (tokio, axum) and no `watch` (notify), which the
+    # build of docs/ does not use, and no search index (a page per concern needs none).
+    cargo_tool mdbook "$MDBOOK_VERSION" --no-default-features ;;
   versions)
     printf '%s %s\n' helm "$HELM_VERSION" actionlint "$ACTIONLINT_VERSION" \
-      cosign "$COSIGN_VERSION" cargo-cyclonedx "$CYCLONEDX_VERSION" krew "$KREW_VERSION" ;;
-  *) echo "usage: $0 helm|actionlint|cosign|cargo-cyclonedx|krew|versions" >&2; exit 2 ;;
+      cosign "$COSIGN_VERSION" cargo-cyclonedx "$CYCLONEDX_VERSION" krew "$KREW_VERSION" \
+      mdbook "$MDBOOK_VERSION" ;;
+  *) echo "usage: $0 helm|actionlint|cosign|cargo-cyclonedx|krew|mdbook|versions" >&2; exit 2 ;;
 esac

@@ -40,7 +40,7 @@ pub struct InjectFlags {
     #[arg(long, value_name = "MAJOR.MINOR", value_parser = version)]
     kubernetes_version: Option<(u32, u32)>,
     /// The image of the `sexton install` init container (wrap)
-    #[arg(long, value_name = "IMAGE", default_value = concat!("sexton:", env!("CARGO_PKG_VERSION")))]
+    #[arg(long, value_name = "IMAGE", default_value = concat!("ghcr.io/sexton-dev/sexton:", env!("CARGO_PKG_VERSION")))]
     sexton_image: String,
     #[command(flatten)]
     registry: RegistryFlags,
@@ -92,7 +92,7 @@ impl InjectFlags {
     }
 
     fn registry(&self) -> RegistryOpts {
-        self.registry.opts()
+        self.registry.opts(std::time::Duration::from_secs(20))
     }
 }
 

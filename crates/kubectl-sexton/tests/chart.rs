@@ -424,6 +424,8 @@ fn values_reach_the_objects_and_apply() {
             "webhook.tolerations[0].operator=Exists",
             "webhook.annotatedPods=false",
             "metrics.serviceMonitor.enabled=true",
+            "imagePullSecrets[0].name=regcred",
+            "webhook.readPodPullSecrets=true",
         ],
     );
     let objs = objects(&yaml);
@@ -469,6 +471,15 @@ fn values_reach_the_objects_and_apply() {
         1,
         "annotatedPods=false"
     );
+    // imagePullSecrets: the chart's own pods' list; webhook.readPodPullSecrets: the webhook
+    // reads the Pods' own (its flag, and the rule that lets it)
+    for d in ["sexton-controller", "sexton-webhook"] {
+        let pod = &get(&objs, "Deployment", d)["spec"]["template"]["spec"];
+        assert_eq!(pod["imagePullSecrets"][0]["name"], "regcred", "{d}");
+    }
+    assert!(args_of(w).contains(&"--image-pull-secrets".to_string()));
+    let rules = get(&objs, "ClusterRole", "sexton-webhook")["rules"].to_string();
+    assert!(rules.contains(r#""resources":["secrets"]"#), "{rules}");
     get(&objs, "ServiceMonitor", "sexton-controller");
     get(&objs, "ServiceMonitor", "sexton-webhook");
     binary_accepts_the_arguments(&objs);
@@ -508,6 +519,14 @@ fn bad_values_are_refused_naming_the_value() {
             "/controller/controllers",
         ),
         (
+            vec!["webhook.imagePullSecrets=true"],
+            "webhook.readPodPullSecrets",
+        ),
+        (
+            vec!["webhook.readPodPullSecrets=yes"],
+            "/webhook/readPodPullSecrets",
+        ),
+        (
             vec!["webhook.namespaceSelector.matchExpressions[0].operator=Exists"],
             "webhook.namespaceSelector",
         ),
@@ -520,4 +539,57 @@ fn bad_values_are_refused_naming_the_value() {
             "{set:?}: error does not name {needle}: {err}"
         );
     }
+}
+
+/// `scripts/publish.sh REGISTRY`'s install step (the README's quick start): the chart,
+/// installed from the checkout with every image in REGISTRY, is accepted by the API server
+/// (a server-side dry run of `helm upgrade --install`). The build and the push are
+/// scripts/images.sh and scripts/release.sh push, run by the release stage.
+#[test]
+fn publish_installs_the_chart_with_the_registrys_images() {
+    let ns = Ns::new("publish");
+    let registry = "registry.example:5000/team";
+    let out = Command::new(format!("{ROOT}/scripts/publish.sh"))
+        .args([registry, "--no-build", "--no-push", "--"])
+        // (the CRD is the chart's own test's; a cluster-wide CRD another test applied
+        // without Helm's ownership would make the install refuse to adopt it)
+        .args([
+            "--dry-run=server",
+            "--namespace",
+            &ns.0,
+            "--set",
+            "crds.install=false",
+        ])
+        .env("HELM", helm_bin())
+        .env("KUBECONFIG", &testenv().kubeconfig)
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("sexton-helm-cache"),
+        )
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "publish.sh failed: {stderr}");
+    let version = env!("CARGO_PKG_VERSION");
+    for image in [
+        format!("image: {registry}/kubectl-sexton:{version}"),
+        format!("--quick-exit-image={registry}/sexton-quick-exit:{version}"),
+        format!("--sexton-image={registry}/sexton:{version}"),
+    ] {
+        assert!(
+            stdout.contains(&image),
+            "{image} not in the manifest:\n{stdout}"
+        );
+    }
+    assert!(
+        !stdout.contains("ghcr.io/"),
+        "an image still names ghcr.io:\n{stdout}"
+    );
+    // a registry that is not one fails at once, naming it
+    let out = Command::new(format!("{ROOT}/scripts/publish.sh"))
+        .arg("https://registry.example")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("REGISTRY must be HOST[:PORT][/PATH]"));
 }

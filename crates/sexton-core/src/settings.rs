@@ -1,6 +1,6 @@
 //! The table of supervisor settings: each one a flag mirrored by a kubexit-style
 //! environment variable (flags win). The single source for the CLI, the configuration
-//! parser and the README's settings table (a test keeps the README in step).
+//! parser and the settings table of docs/in-pod.md (a test keeps the page in step).
 
 /// One setting: a flag and the environment variable that mirrors it. Flags win.
 #[derive(Debug)]
@@ -90,8 +90,8 @@ impl Id {
     }
 }
 
-/// Every supervisor setting. This table is the single source for the CLI and the README's
-/// settings table (a unit test keeps the README in step).
+/// Every supervisor setting. This table is the single source for the CLI and the settings
+/// table of docs/in-pod.md (a test, kubectl-sexton's tests/docs.rs, keeps the page in step).
 pub const SETTINGS: &[Setting] = &[
     Setting {
         id: Id::Name,

@@ -112,7 +112,7 @@ fn caveat(n: &str, what: &[&str]) -> Option<String> {
 
 /// A probe's or hook's host: the kubelet's default is the pod's IP; the supervisor, inside the
 /// pod, asks 127.0.0.1 instead, which reaches every server listening on all addresses or on
-/// loopback (not one bound to the pod's IP alone: the README's table of what wrap cannot
+/// loopback (not one bound to the pod's IP alone: docs/strategies.md's table of what wrap cannot
 /// match says so).
 fn host(h: &Value) -> String {
     h["host"]

@@ -99,7 +99,7 @@ impl Default for Options {
             sidecars: vec![],
             position: Position::Last,
             kubernetes_version: None,
-            sexton_image: format!("sexton:{}", env!("CARGO_PKG_VERSION")),
+            sexton_image: format!("ghcr.io/sexton-dev/sexton:{}", env!("CARGO_PKG_VERSION")),
         }
     }
 }

@@ -235,7 +235,7 @@ fn stripped(
                 ),
                 (Some(_), true) => (
                     format!("{message}; sexton's webhook serves this namespace and could not restore it"),
-                    "make the suspect sort before sexton-webhook with reinvocationPolicy Never, or upgrade it (README, \"Repairing native sidecars after other webhooks\")".to_string(),
+                    "make the suspect sort before sexton-webhook with reinvocationPolicy Never, or upgrade it (docs/webhook.md, \"Repairing native sidecars after other webhooks\")".to_string(),
                 ),
             };
         }

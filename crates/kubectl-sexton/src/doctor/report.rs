@@ -1,5 +1,5 @@
 //! The doctor's report, pure: checks and their findings, rendered as text (grouped by
-//! check, coloured only when asked) or JSON (a stable schema, README "Diagnosing"), and
+//! check, coloured only when asked) or JSON (a stable schema, docs/doctor.md), and
 //! the exit code they make.
 
 use serde::Serialize;

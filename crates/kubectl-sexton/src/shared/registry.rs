@@ -77,18 +77,20 @@ pub struct RegistryFlags {
     /// Registry credentials (a docker config.json; default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json, if present)
     #[arg(long, value_name = "FILE")]
     registry_config: Option<PathBuf>,
-    /// The longest one image's lookup may take (connection, authentication, manifests, config)
-    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = timeout)]
-    registry_timeout: Duration,
+    /// The longest one image's lookup may take (connection, authentication, manifests, config); default: 20s for inject, 4s for the webhook (under the API server's 5 s admission timeout)
+    #[arg(long, value_name = "DURATION", value_parser = timeout)]
+    registry_timeout: Option<Duration>,
 }
 
 impl RegistryFlags {
-    pub fn opts(&self) -> RegistryOpts {
+    /// The options, with `default_timeout` where `--registry-timeout` is not given: a
+    /// webhook's lookups must end within the API server's wait for its answer.
+    pub fn opts(&self, default_timeout: Duration) -> RegistryOpts {
         RegistryOpts {
             platform: self.platform.clone(),
             insecure: self.insecure_registry.clone(),
             docker_config: self.registry_config.clone(),
-            timeout: self.registry_timeout,
+            timeout: self.registry_timeout.unwrap_or(default_timeout),
             pull_secrets: vec![],
         }
     }

@@ -44,6 +44,10 @@ use server::ConnectionLimits;
 const VERSION_RECHECK: Duration = Duration::from_secs(600);
 /// How long reviews are still answered after SIGTERM (inside the pod's grace period).
 const DRAIN: Duration = Duration::from_secs(5);
+/// An image's lookup without `--registry-timeout`: under the API server's 5 s wait for a
+/// review (the chart's `webhook.timeoutSeconds`), so that a slow registry gives a refusal
+/// the user can read rather than a call the API server abandons.
+const REGISTRY_TIMEOUT: Duration = Duration::from_secs(4);
 
 #[derive(Args, Debug)]
 #[command(
@@ -111,7 +115,7 @@ pub struct WebhookFlags {
     #[command(flatten)]
     kube: ServiceKubeFlags,
     /// The image of the `sexton install` init container (wrap)
-    #[arg(long, env = "SEXTON_IMAGE", value_name = "IMAGE", default_value = concat!("sexton:", env!("CARGO_PKG_VERSION")))]
+    #[arg(long, env = "SEXTON_IMAGE", value_name = "IMAGE", default_value = concat!("ghcr.io/sexton-dev/sexton:", env!("CARGO_PKG_VERSION")))]
     sexton_image: String,
     /// Assume this Kubernetes version (MAJOR.MINOR) instead of asking the API server
     #[arg(long, value_name = "MAJOR.MINOR", value_parser = version)]
@@ -121,7 +125,7 @@ pub struct WebhookFlags {
     /// Read a Pod's imagePullSecrets to look up its images' entrypoints (needs RBAC secrets get in the Pods' namespaces; off by default)
     #[arg(long, env = "SEXTON_IMAGE_PULL_SECRETS")]
     image_pull_secrets: bool,
-    /// Accept only clients with a certificate signed by a CA of FILE (PEM): the API server's, as its AdmissionConfiguration presents it (README: Security model)
+    /// Accept only clients with a certificate signed by a CA of FILE (PEM): the API server's, as its AdmissionConfiguration presents it (docs/security.md)
     #[arg(long, env = "SEXTON_CLIENT_CA_FILE", value_name = "FILE")]
     client_ca_file: Option<PathBuf>,
     /// Serve at most N connections at once (more wait; /readyz fails meanwhile)
@@ -255,7 +259,7 @@ fn reviewer(flags: &WebhookFlags, client: &Client, metrics: Arc<WebhookMetrics>)
     let recorder = Recorder::new(client.clone(), reporter);
     Reviewer::new(
         options,
-        flags.registry.opts(),
+        flags.registry.opts(REGISTRY_TIMEOUT),
         recorder,
         metrics,
         secrets,

@@ -1,0 +1,523 @@
+//! The documentation says what the code does: the README and CONTRIBUTING.md start with the
+//! project's two commands; docs/architecture.md names only what exists; and the references
+//! generated from the code or the chart (the in-pod settings, the CLI's help, the metrics,
+//! the chart's values) are what the code and the chart say today.
+//!
+//! A generated reference sits between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`
+//! in its page; a test that finds it stale fails with a diff, and
+//! `SEXTON_BLESS=1 cargo test --profile release-nolto --workspace --test docs` rewrites it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+// ---- the two commands -----------------------------------------------------------------
+
+#[test]
+fn readme_and_contributing_start_with_the_two_commands() {
+    for file in ["README.md", "CONTRIBUTING.md"] {
+        let text = read(file);
+        let head: Vec<&str> = text.lines().take(6).collect();
+        assert!(
+            head.iter().any(|l| l.starts_with("./scripts/demo.sh")),
+            "{file}: {head:?}"
+        );
+        assert!(
+            head.iter().any(|l| l.starts_with("./scripts/test.sh")),
+            "{file}: {head:?}"
+        );
+    }
+    assert!(
+        read(".ci/run").contains("exec ./scripts/test.sh"),
+        "CI must run exactly the README's test command"
+    );
+}
+
+// ---- the license ----------------------------------------------------------------------
+
+/// LICENSE is the Apache-2.0 text, and every place that names the license says so: the
+/// crates, the chart, the images' label (Dockerfile and scripts/images.sh); the release
+/// archives and the krew plugin carry LICENSE itself (scripts/release.sh).
+#[test]
+fn every_license_field_is_the_license_file() {
+    let license = read("LICENSE");
+    assert!(
+        license.contains("Apache License") && license.contains("Version 2.0, January 2004"),
+        "LICENSE is not the Apache-2.0 text"
+    );
+    for (file, needle) in [
+        ("Cargo.toml", "license = \"Apache-2.0\""),
+        (
+            "charts/sexton/Chart.yaml",
+            "artifacthub.io/license: Apache-2.0",
+        ),
+        (
+            "Dockerfile",
+            "org.opencontainers.image.licenses=\"Apache-2.0\"",
+        ),
+        ("scripts/images.sh", "LICENSE=Apache-2.0"),
+        ("scripts/release.sh", "- from: LICENSE"),
+    ] {
+        assert!(read(file).contains(needle), "{file} lacks {needle:?}");
+    }
+    for krate in [
+        "sexton-core",
+        "sexton-inject",
+        "sexton",
+        "kubectl-sexton",
+        "testbed",
+    ] {
+        let manifest = read(&format!("crates/{krate}/Cargo.toml"));
+        assert!(
+            manifest.contains("license.workspace = true"),
+            "crates/{krate}/Cargo.toml does not take the workspace's license"
+        );
+    }
+}
+
+// ---- the in-pod settings --------------------------------------------------------------
+
+/// docs/in-pod.md's settings table has one row per setting of the code, in the code's
+/// order, each with its variable, flag and default (the meaning column is prose, kept by
+/// hand: it says more than the flag's help).
+#[test]
+fn in_pod_settings_table_matches_code() {
+    let page = read("docs/in-pod.md");
+    let rows: Vec<&str> = page
+        .lines()
+        .skip_while(|l| !l.starts_with("| Env var | Flag | Default | Meaning |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let expected: Vec<String> = sexton_core::settings::SETTINGS
+        .iter()
+        .map(|s| {
+            let default = match s.default {
+                None => "(required)".to_string(),
+                Some("") => "(none)".to_string(),
+                Some(d) => format!("`{d}`"),
+            };
+            format!("| `{}` | `--{}` | {} |", s.env, s.flag, default)
+        })
+        .collect();
+    assert_eq!(
+        rows.len(),
+        expected.len(),
+        "docs/in-pod.md has {} settings rows, the code {} settings",
+        rows.len(),
+        expected.len()
+    );
+    for (row, want) in rows.iter().zip(&expected) {
+        assert!(
+            row.starts_with(want.as_str()),
+            "docs/in-pod.md: the row {row:?} should start with {want:?}"
+        );
+    }
+}
+
+// ---- generated fragments --------------------------------------------------------------
+
+/// Compares the fragment NAME of FILE with `want`; under SEXTON_BLESS rewrites it.
+fn check_fragment(file: &str, name: &str, want: &str) {
+    let path = root().join(file);
+    let text = read(file);
+    let open = format!("<!-- generated:{name} ");
+    let close = format!("<!-- /generated:{name} -->");
+    let start = text
+        .find(&open)
+        .unwrap_or_else(|| panic!("{file} has no marker {open}...-->"));
+    let body_start = start + text[start..].find("-->\n").expect("marker ends with -->") + 4;
+    let end = text[body_start..]
+        .find(&close)
+        .map(|e| body_start + e)
+        .unwrap_or_else(|| panic!("{file} has no marker {close}"));
+    let have = &text[body_start..end];
+    if have == want {
+        return;
+    }
+    if std::env::var_os("SEXTON_BLESS").is_some() {
+        let new = format!("{}{want}{}", &text[..body_start], &text[end..]);
+        std::fs::write(&path, new).unwrap();
+        return;
+    }
+    panic!(
+        "{file}: the generated reference `{name}` is stale (- in the file, + generated):\n{}\n\
+         rewrite it with: SEXTON_BLESS=1 cargo test --profile release-nolto --workspace --test docs",
+        diff(have, want)
+    );
+}
+
+/// A line diff (longest common subsequence), the lines that differ with - and +.
+fn diff(a: &str, b: &str) -> String {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, String::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            (i, j) = (i + 1, j + 1);
+        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            out.push_str(&format!("+{}\n", b[j]));
+            j += 1;
+        } else {
+            out.push_str(&format!("-{}\n", a[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
+// ---- the command line ------------------------------------------------------------------
+
+fn help(path: &[String]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-sexton"))
+        .args(path)
+        .arg("--help")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl-sexton {path:?} --help failed"
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The subcommands a help text lists (its `Commands:` section), `help` left out.
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// docs/cli.md holds `kubectl-sexton [COMMAND...] --help` of every command, as the binary
+/// prints it.
+#[test]
+fn cli_reference_is_the_binarys_help() {
+    let mut out = String::new();
+    let mut todo = vec![vec![]];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let text = help(&path);
+        let name = std::iter::once("kubectl sexton".to_string())
+            .chain(path.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push_str(&format!("## `{name}`\n\n```text\n{text}```\n\n"));
+        seen += 1;
+        for c in subcommands(&text).into_iter().rev() {
+            let mut p = path.clone();
+            p.push(c);
+            todo.push(p);
+        }
+    }
+    assert!(seen > 8, "only {seen} commands found: did the help change?");
+    check_fragment("docs/cli.md", "cli", &out);
+}
+
+// ---- metrics ---------------------------------------------------------------------------
+
+/// One metric as its source registers it.
+struct Metric {
+    name: String,
+    kind: &'static str,
+    labels: Vec<String>,
+    help: String,
+}
+
+/// The string literals and the registered value of each `register(` call of a metrics
+/// source, with the metric's type and labels read from the value's declaration.
+fn metrics_of(source: &str) -> Vec<Metric> {
+    let prefix = source
+        .split("Registry::with_prefix(\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("a Registry::with_prefix");
+    let mut metrics = vec![];
+    for call in source.split(".register(").skip(1) {
+        let mut strings = call.split('"');
+        let (name, help) = (strings.nth(1).unwrap(), strings.nth(1).unwrap());
+        let after = call.splitn(5, '"').nth(4).unwrap();
+        let value = after
+            .trim_start_matches([',', ' ', '\n'])
+            .split(".clone()")
+            .next()
+            .unwrap();
+        let field = value.rsplit('.').next().unwrap().trim();
+        let decl = source
+            .lines()
+            .find(|l| {
+                let l = l.trim();
+                l.starts_with(&format!("pub {field}: "))
+                    || l.starts_with(&format!("let {field} = "))
+            })
+            .unwrap_or_else(|| panic!("no declaration of the metric value {field}"));
+        let kind = ["Counter", "Gauge", "Histogram"]
+            .into_iter()
+            .find(|k| decl.contains(k))
+            .unwrap_or_else(|| panic!("{decl}: which kind of metric?"));
+        let labels = decl
+            .split("Family<")
+            .nth(1)
+            .or_else(|| decl.split("Family::<").nth(1))
+            .map(|f| label_names(source, f.split(',').next().unwrap().trim()))
+            .unwrap_or_default();
+        let suffix = if kind == "Counter" { "_total" } else { "" };
+        metrics.push(Metric {
+            name: format!("{prefix}_{name}{suffix}"),
+            kind: match kind {
+                "Counter" => "counter",
+                "Gauge" => "gauge",
+                _ => "histogram",
+            },
+            labels,
+            help: help.to_string(),
+        });
+    }
+    metrics
+}
+
+/// The fields of the label set struct NAME.
+fn label_names(source: &str, name: &str) -> Vec<String> {
+    let body = source
+        .split(&format!("struct {name} {{"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no struct {name}"));
+    body.split('}')
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub "))
+        .filter_map(|l| l.split(':').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// docs/metrics.md lists every metric the controllers and the webhook register.
+#[test]
+fn metrics_reference_is_the_code() {
+    let mut out = String::from("| metric | type | labels | help |\n|---|---|---|---|\n");
+    let mut n = 0;
+    for file in [
+        "crates/kubectl-sexton/src/controller/metrics.rs",
+        "crates/kubectl-sexton/src/webhook/metrics.rs",
+    ] {
+        for m in metrics_of(&read(file)) {
+            let labels: Vec<String> = m.labels.iter().map(|l| format!("`{l}`")).collect();
+            out.push_str(&format!(
+                "| `{}` | {} | {} | {} |\n",
+                m.name,
+                m.kind,
+                labels.join(", "),
+                m.help.replace('|', "\\|")
+            ));
+            n += 1;
+        }
+    }
+    assert!(n >= 14, "only {n} metrics found: did the sources change?");
+    check_fragment("docs/metrics.md", "metrics", &out);
+}
+
+// ---- the chart's values ---------------------------------------------------------------
+
+/// A key of values.yaml: its dotted path, its value as written (leaves), its comment.
+struct Value {
+    key: String,
+    value: Option<String>,
+    doc: String,
+}
+
+/// Reads the chart's values.yaml: block mappings by indentation, flow values, block
+/// sequences (written back in flow style), comments above a key or after its value. It
+/// knows only what the chart's file uses, and fails on anything else rather than guess.
+fn chart_values(yaml: &str) -> Vec<Value> {
+    let lines: Vec<&str> = yaml.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut out = vec![];
+    let mut stack: Vec<(usize, String)> = vec![];
+    let mut doc: Vec<String> = vec![];
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let t = line.trim();
+        i += 1;
+        if t.is_empty() {
+            doc.clear();
+            continue;
+        }
+        if let Some(c) = t.strip_prefix('#') {
+            doc.push(c.trim().to_string());
+            continue;
+        }
+        let ind = indent(line);
+        let (key, rest) = t
+            .split_once(':')
+            .unwrap_or_else(|| panic!("values.yaml line {i}: not `key: value`: {t:?}"));
+        assert!(
+            !key.starts_with('-'),
+            "values.yaml line {i}: a sequence item where a key was expected"
+        );
+        while stack.last().is_some_and(|(d, _)| *d >= ind) {
+            stack.pop();
+        }
+        let path: Vec<&str> = stack.iter().map(|(_, k)| k.as_str()).collect();
+        let full = if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", path.join("."))
+        };
+        let (value, inline) = match rest.split_once(" #") {
+            Some((v, c)) => (v.trim(), Some(c.trim().to_string())),
+            None => (rest.trim(), None),
+        };
+        doc.extend(inline);
+        let text = std::mem::take(&mut doc).join(" ");
+        if !value.is_empty() {
+            out.push(Value {
+                key: full,
+                value: Some(value.to_string()),
+                doc: text,
+            });
+            continue;
+        }
+        // A block sequence under the key is a leaf, written in flow style.
+        let items: Vec<&str> = lines[i..]
+            .iter()
+            .take_while(|l| l.trim().starts_with("- ") && indent(l) > ind)
+            .map(|l| l.trim()[2..].trim())
+            .collect();
+        if !items.is_empty() {
+            i += items.len();
+            out.push(Value {
+                key: full,
+                value: Some(format!("[{}]", items.join(", "))),
+                doc: text,
+            });
+            continue;
+        }
+        out.push(Value {
+            key: full.clone(),
+            value: None,
+            doc: text,
+        });
+        stack.push((ind, key.to_string()));
+    }
+    out
+}
+
+fn value_type(v: &str) -> &'static str {
+    match v {
+        "true" | "false" => "bool",
+        _ if v.starts_with('[') => "list",
+        _ if v.starts_with('{') => "object",
+        _ if v.starts_with('"') => "string",
+        _ if v.parse::<i64>().is_ok() => "int",
+        _ => "string",
+    }
+}
+
+/// charts/sexton/README.md has every value of values.yaml, its type, default and comment.
+#[test]
+fn chart_values_table_is_values_yaml() {
+    let values = chart_values(&read("charts/sexton/values.yaml"));
+    let mut out = String::from("| value | type | default | description |\n|---|---|---|---|\n");
+    let cell = |s: &str| s.replace('|', "\\|");
+    for v in &values {
+        let (ty, default) = match &v.value {
+            Some(val) => (value_type(val), format!("`{}`", cell(val))),
+            None if v.doc.is_empty() => continue,
+            None => ("object", String::new()),
+        };
+        out.push_str(&format!(
+            "| `{}` | {ty} | {default} | {} |\n",
+            v.key,
+            cell(&v.doc)
+        ));
+    }
+    assert!(values.len() > 60, "only {} values read", values.len());
+    for key in ["image.registry", "webhook.timeoutSeconds", "crds.keep"] {
+        assert!(values.iter().any(|v| v.key == key), "{key} not read");
+    }
+    check_fragment("charts/sexton/README.md", "values", &out);
+}
+
+// ---- docs/architecture.md --------------------------------------------------------------
+
+/// Every `file.rs`, `Type::function` and `module::function` that docs/architecture.md
+/// names in backticks exists in the crates' sources, so the death path it describes is
+/// the code's.
+#[test]
+fn architecture_names_only_what_exists() {
+    let doc = read("docs/architecture.md");
+    let mut files = vec![];
+    let mut sources = String::new();
+    let mut dirs = vec![root().join("crates")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.ends_with("target") {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p.file_name().unwrap().to_string_lossy().into_owned());
+                sources.push_str(&std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    let mut checked = 0;
+    for quoted in doc.split('`').skip(1).step_by(2) {
+        let quoted = quoted.split(['(', ' ', '{']).next().unwrap();
+        if let Some(file) = quoted.strip_suffix(".rs") {
+            let name = file.rsplit('/').next().unwrap();
+            assert!(
+                files.iter().any(|f| f == &format!("{name}.rs")),
+                "docs/architecture.md names {quoted}, which does not exist"
+            );
+            checked += 1;
+        } else if let Some((owner, item)) = quoted.rsplit_once("::") {
+            let owner = owner.rsplit("::").next().unwrap();
+            let is_ident =
+                |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+            if !is_ident(owner) || !is_ident(item) {
+                continue;
+            }
+            let owner_exists = files.iter().any(|f| f == &format!("{owner}.rs"))
+                || sources.contains(&format!("struct {owner}"))
+                || sources.contains(&format!("enum {owner}"))
+                || sources.contains(&format!("mod {owner}"));
+            let item_exists = sources.contains(&format!("fn {item}("))
+                || sources.contains(&format!("fn {item}<"))
+                || sources.contains(&format!("    {item}("))
+                || sources.contains(&format!("    {item} {{"))
+                || sources.contains(&format!("    {item},"));
+            assert!(
+                owner_exists && item_exists,
+                "docs/architecture.md names {quoted}, which does not exist"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 30,
+        "only {checked} names checked: did the format change?"
+    );
+}
