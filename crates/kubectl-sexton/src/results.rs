@@ -58,14 +58,14 @@ enum Output {
 pub fn main(cmd: EjobCommand) -> Exit {
     let EjobCommand::Results(flags) = cmd;
     let Ok(done) = block_on(run(flags)) else {
-        logging::stderr_line("kubectl-sexton: cannot start the async runtime");
-        return Exit::Failed;
+        logging::stderr_line("kubectl-sexton ejob results: cannot start the async runtime");
+        return Exit::Unusable;
     };
     match done {
         Ok(()) => Exit::Ok,
         Err(e) => {
             logging::stderr_line(&format!("kubectl-sexton ejob results: {e}"));
-            Exit::Failed
+            e.exit()
         }
     }
 }
@@ -90,8 +90,23 @@ enum ResultsError {
     Output(#[source] std::io::Error),
 }
 
+impl ResultsError {
+    /// 1 when the API server answered no (no such job, forbidden), 2 when it could not be
+    /// asked (bad kubeconfig, unreachable).
+    fn exit(&self) -> Exit {
+        match self {
+            ResultsError::Client(_) => Exit::Unusable,
+            ResultsError::Job { source, .. } | ResultsError::Pods { source, .. } => match source {
+                kube::Error::Api(_) => Exit::Failed,
+                _ => Exit::Unusable,
+            },
+            ResultsError::Output(_) => Exit::Failed,
+        }
+    }
+}
+
 async fn run(flags: ResultsFlags) -> Result<(), ResultsError> {
-    let client = flags.kube.client().await?;
+    let (client, _) = flags.kube.connect().await?;
     let ns = namespace_or_default(flags.namespace.as_deref(), &client);
     let job = Api::<EphemeralJob>::namespaced(client.clone(), &ns)
         .get(&flags.name)

@@ -75,8 +75,6 @@ fn duration(s: &str) -> Result<Duration, sexton_core::duration::DurationError> {
 enum CannotRun {
     #[error(transparent)]
     Client(#[from] kube_client::ClientError),
-    #[error("cannot reach the Kubernetes API server: {0}")]
-    Unreachable(#[source] kube::Error),
     #[error(transparent)]
     Manifests(#[from] crate::shared::manifest::ReadError),
     #[error("cannot start the async runtime: {0}")]
@@ -115,11 +113,7 @@ fn report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
 
 /// Every cluster check, once the API server has answered at all.
 async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
-    let client = flags.kube.client().await?;
-    let version = client
-        .apiserver_version()
-        .await
-        .map_err(CannotRun::Unreachable)?;
+    let (client, version) = flags.kube.connect().await?;
     let namespaces = if flags.all_namespaces {
         Namespaces::All
     } else {
