@@ -19,7 +19,7 @@ use sexton_inject::{Options, Position, Report, Strategy};
 
 use crate::shared::exit::Exit;
 use crate::shared::logging;
-use crate::shared::manifest::{Filenames, Format, read_all, write};
+use crate::shared::manifest::{Filenames, Format, ManifestOutput, read_all, write};
 use crate::shared::registry::{Looked, RegistryFlags, RegistryOpts, lookup_all};
 use crate::shared::runtime::block_on;
 use crate::shared::values::version;
@@ -51,6 +51,8 @@ pub struct InjectFlags {
     registry: RegistryFlags,
     #[command(flatten)]
     refused: RefusedFlags,
+    #[command(flatten)]
+    output: ManifestOutput,
 }
 
 #[derive(Args, Debug)]
@@ -63,6 +65,8 @@ pub struct UninjectFlags {
     files: Filenames,
     #[command(flatten)]
     refused: RefusedFlags,
+    #[command(flatten)]
+    output: ManifestOutput,
 }
 
 /// What becomes of a refused resource.
@@ -132,6 +136,7 @@ pub fn inject(flags: InjectFlags) -> Exit {
     };
     let mut edit = |d: &mut Value| sexton_inject::inject(d, &opts, &looked);
     let (docs, reports) = apply(docs, &mut edit, &flags.refused);
+    let format = flags.output.output.unwrap_or(format);
     finish(&docs, format, &reports, flags.refused.include_refused)
 }
 
@@ -142,6 +147,7 @@ pub fn uninject(flags: UninjectFlags) -> Exit {
         Err(e) => return unusable(&e),
     };
     let (docs, reports) = apply(docs, &mut sexton_inject::uninject, &flags.refused);
+    let format = flags.output.output.unwrap_or(format);
     finish(&docs, format, &reports, flags.refused.include_refused)
 }
 

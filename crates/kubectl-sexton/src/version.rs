@@ -9,12 +9,13 @@
 
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
 use serde::Serialize;
 
+use crate::shared::cli::{ReportFormat, ReportOutput, SextonNamespaceFlag, structured};
 use crate::shared::components::{self, Part};
 use crate::shared::exit::Exit;
 use crate::shared::kube_client::{ClientError, KubeFlags};
@@ -32,19 +33,12 @@ pub struct VersionFlags {
     /// Only the client's version (no API server contacted)
     #[arg(long)]
     client: bool,
-    /// The namespace sexton is installed in
-    #[arg(short, long, default_value = "sexton-system")]
-    namespace: String,
+    #[command(flatten)]
+    sexton: SextonNamespaceFlag,
     #[command(flatten)]
     kube: KubeFlags,
-    #[arg(short, long, value_enum, default_value = "text")]
-    output: Output,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Output {
-    Text,
-    Json,
+    #[command(flatten)]
+    output: ReportOutput,
 }
 
 /// What could be learnt about one thing on the server side.
@@ -139,19 +133,19 @@ pub fn main(flags: VersionFlags) -> Exit {
             }
         }
     }
-    match flags.output {
-        Output::Text => logging::stdout_line(text(&report).trim_end()),
-        Output::Json => logging::stdout_line(
-            &serde_json::to_string_pretty(&report).expect("the report serializes"),
-        ),
-    }
+    let out = match flags.output.output {
+        ReportFormat::Text => text(&report),
+        ReportFormat::Json => structured(&report, false),
+        ReportFormat::Yaml => structured(&report, true),
+    };
+    logging::stdout_line(out.trim_end());
     exit
 }
 
 /// The server side, each part read on its own so that one failure hides nothing else;
 /// an error if the API server cannot be reached at all.
 async fn server(flags: &VersionFlags) -> Result<ServerReport, ClientError> {
-    let namespace = flags.namespace.clone();
+    let namespace = flags.sexton.sexton_namespace.clone();
     let (client, info) = flags.kube.connect().await?;
     let t = flags.kube.request_timeout;
     let (controller, webhook, crd) = tokio::join!(

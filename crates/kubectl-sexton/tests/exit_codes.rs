@@ -159,6 +159,10 @@ fn every_subcommand_keeps_the_exit_code_contract() {
         (vec!["version", "--kubeconfig", bad], "", 2),
         (vec!["version", "--kubeconfig", closed], "", 2),
         (vec!["version", "--request-timeout", "0s"], "", 2),
+        (vec!["version", "-n", "sexton-system"], "", 2),
+        // completion
+        (vec!["completion", "bash"], "", 0),
+        (vec!["completion", "tcsh"], "", 2),
         // the server commands: they run until stopped (tests/controller.rs, webhook.rs)
         (
             [&["controller", "--kubeconfig", bad][..], &services[..]].concat(),

@@ -84,7 +84,7 @@ impl Drop for Release {
 fn reports_what_the_chart_installed() {
     let release = Release::install();
     let env = testenv();
-    let out = version(&env.kubeconfig, &["-n", &release.ns]);
+    let out = version(&env.kubeconfig, &["--sexton-namespace", &release.ns]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
@@ -115,7 +115,10 @@ fn reports_what_the_chart_installed() {
         "crd:        ephemeraljobs.sexton.dev v1alpha1 (served: v1alpha1; stored: v1alpha1)"
     );
 
-    let out = version(&env.kubeconfig, &["-n", &release.ns, "-o", "json"]);
+    let out = version(
+        &env.kubeconfig,
+        &["--sexton-namespace", &release.ns, "-o", "json"],
+    );
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["client"], VERSION);
     let controller = &json["server"]["controller"];
@@ -186,7 +189,7 @@ fn credentials_that_may_read_nothing_are_lines_saying_so() {
             .success()
     );
     let kc = service_account_kubeconfig(&ns, "nobody", &scratch.path("nobody.kubeconfig"));
-    let out = version(&kc, &["-n", &ns]);
+    let out = version(&kc, &["--sexton-namespace", &ns]);
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -4,6 +4,7 @@
 
 pub mod api_error;
 pub mod certs;
+pub mod cli;
 pub mod components;
 pub mod ephemeraljob;
 pub mod exit;
