@@ -11,41 +11,22 @@ use testbed::*;
 
 const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
 
-/// A Job with one sidecar (OpenKruise's marker) that `inject` injects.
-const JOB: &str = "apiVersion: batch/v1
-kind: Job
-metadata: {name: j}
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-        - {name: main, image: busybox:1, command: [sh, -c, 'true']}
-        - name: proxy
-          image: busybox:1
-          command: [sleep, '3600']
-          env: [{name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT, value: 'true'}]
-";
-
-/// A Job without sidecars: nothing for `doctor -f` to find.
-const CLEAN: &str = "apiVersion: batch/v1
-kind: Job
-metadata: {name: clean}
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-        - {name: main, image: busybox:1, command: [sh, -c, 'true']}
-";
+/// The README's Job (a sidecar marked as OpenKruise marks them), and the doctor's
+/// fixtures: one with nothing to find, one with a finding.
+const JOB: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../examples/inject/job.yaml"
+);
+const CLEAN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/doctor/clean.yaml");
+const FINDING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/doctor/kruise.yaml");
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// A Job whose record of an injection is unreadable: `uninject` refuses it.
+/// The README's Job with a record of an injection that cannot be read: `uninject` refuses it.
 fn corrupt_record() -> String {
-    JOB.replace(
+    std::fs::read_to_string(JOB).unwrap().replace(
         "  template:\n    spec:\n",
         "  template:\n    metadata: {annotations: {sexton.dev/injected: 'not a record'}}\n    spec:\n",
     )
@@ -89,8 +70,6 @@ fn every_subcommand_keeps_the_exit_code_contract() {
     );
     assert!(applied.status.success(), "{}", text(&applied.stderr));
     let services = ["--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0"];
-    let refused = JOB.replace("name: j}", "name: refused}");
-    let clean = CLEAN;
     let record = corrupt_record();
 
     // (arguments, stdin, exit code)
@@ -99,7 +78,7 @@ fn every_subcommand_keeps_the_exit_code_contract() {
         (vec![], "", 2),
         (vec!["no-such-command"], "", 2),
         // inject and uninject: manifests in, manifests out
-        (vec!["inject", "-f", "-"], JOB, 0),
+        (vec!["inject", "-f", JOB], "", 0),
         (
             vec![
                 "inject",
@@ -108,20 +87,20 @@ fn every_subcommand_keeps_the_exit_code_contract() {
                 "--kubernetes-version",
                 "1.28",
                 "-f",
-                "-",
+                JOB,
             ],
-            refused.as_str(),
+            "",
             1,
         ),
-        (vec!["inject", "--strategy", "maybe", "-f", "-"], JOB, 2),
+        (vec!["inject", "--strategy", "maybe", "-f", JOB], "", 2),
         (vec!["inject", "-f", "/no/such/file"], "", 2),
         (vec!["inject", "-f", "-"], "a: [1\n", 2),
-        (vec!["uninject", "-f", "-"], JOB, 0),
+        (vec!["uninject", "-f", JOB], "", 0),
         (vec!["uninject", "-f", "-"], record.as_str(), 1),
-        (vec!["uninject", "--no-such-flag", "-f", "-"], JOB, 2),
+        (vec!["uninject", "--no-such-flag", "-f", JOB], "", 2),
         // doctor: manifests, then the cluster
-        (vec!["doctor", "-f", "-"], clean, 0),
-        (vec!["doctor", "-f", "-"], JOB, 1),
+        (vec!["doctor", "-f", CLEAN], "", 0),
+        (vec!["doctor", "-f", FINDING], "", 1),
         (vec!["doctor", "--stuck-after", "soon"], "", 2),
         (vec!["doctor", "-f", "/no/such/file"], "", 2),
         (vec!["doctor", "--kubeconfig", bad], "", 2),
