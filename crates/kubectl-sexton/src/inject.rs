@@ -3,8 +3,13 @@
 //! mutation itself is the pure `sexton-inject` crate, shared with the admission webhook;
 //! this is its I/O: files, registries, output, exit code.
 //!
-//! Exit codes: 0 done; 1 a resource was refused (it is written out unchanged, nothing is
-//! lost); 2 bad flags or unreadable input (nothing is written).
+//! Exit codes: 0 done; 1 a resource was refused; 2 bad flags or unreadable input (nothing
+//! is written).
+//!
+//! A refused resource is not written to stdout (unless `--include-refused`): in
+//! `inject -f job.yaml | kubectl apply -f -` the exit code 1 is lost in the pipe, and a Job
+//! applied unchanged would hang on its sidecars. The other resources are written; with none
+//! left, stdout is empty and `kubectl apply` fails ("no objects passed to apply").
 
 use std::io::Write;
 
@@ -14,7 +19,7 @@ use sexton_inject::{Options, Position, Report, Strategy};
 
 use crate::shared::exit::Exit;
 use crate::shared::logging;
-use crate::shared::manifest::{Filenames, Format, read_all, write};
+use crate::shared::manifest::{Filenames, Format, ManifestOutput, read_all, write};
 use crate::shared::registry::{Looked, RegistryFlags, RegistryOpts, lookup_all};
 use crate::shared::runtime::block_on;
 use crate::shared::values::version;
@@ -44,6 +49,10 @@ pub struct InjectFlags {
     sexton_image: String,
     #[command(flatten)]
     registry: RegistryFlags,
+    #[command(flatten)]
+    refused: RefusedFlags,
+    #[command(flatten)]
+    output: ManifestOutput,
 }
 
 #[derive(Args, Debug)]
@@ -54,6 +63,18 @@ pub struct InjectFlags {
 pub struct UninjectFlags {
     #[command(flatten)]
     files: Filenames,
+    #[command(flatten)]
+    refused: RefusedFlags,
+    #[command(flatten)]
+    output: ManifestOutput,
+}
+
+/// What becomes of a refused resource.
+#[derive(Args, Debug)]
+pub struct RefusedFlags {
+    /// Also write refused resources, unchanged, to stdout (by default they are left out, so that `... | kubectl apply -f -` cannot apply a Job whose sidecars would keep it running)
+    #[arg(long)]
+    include_refused: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -98,7 +119,7 @@ impl InjectFlags {
 
 /// `kubectl-sexton inject`: read, look up the images wrap needs, inject, write, report.
 pub fn inject(flags: InjectFlags) -> Exit {
-    let (mut docs, format) = match read_all(&flags.files.filename) {
+    let (docs, format) = match read_all(&flags.files.filename) {
         Ok(d) => d,
         Err(e) => return unusable(&e),
     };
@@ -113,21 +134,66 @@ pub fn inject(flags: InjectFlags) -> Exit {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let reports: Vec<Report> = docs
-        .iter_mut()
-        .flat_map(|d| sexton_inject::inject(d, &opts, &looked))
-        .collect();
-    finish(&docs, format, &reports)
+    let mut edit = |d: &mut Value| sexton_inject::inject(d, &opts, &looked);
+    let (docs, reports) = apply(docs, &mut edit, &flags.refused);
+    let format = flags.output.output.unwrap_or(format);
+    finish(&docs, format, &reports, flags.refused.include_refused)
 }
 
 /// `kubectl-sexton uninject`.
 pub fn uninject(flags: UninjectFlags) -> Exit {
-    let (mut docs, format) = match read_all(&flags.files.filename) {
+    let (docs, format) = match read_all(&flags.files.filename) {
         Ok(d) => d,
         Err(e) => return unusable(&e),
     };
-    let reports: Vec<Report> = docs.iter_mut().flat_map(sexton_inject::uninject).collect();
-    finish(&docs, format, &reports)
+    let (docs, reports) = apply(docs, &mut sexton_inject::uninject, &flags.refused);
+    let format = flags.output.output.unwrap_or(format);
+    finish(&docs, format, &reports, flags.refused.include_refused)
+}
+
+/// Edits every resource (each item of a List on its own), and keeps those to write: all
+/// but the refused ones, unless `--include-refused`.
+fn apply(
+    docs: Vec<Value>,
+    edit: &mut dyn FnMut(&mut Value) -> Vec<Report>,
+    flags: &RefusedFlags,
+) -> (Vec<Value>, Vec<Report>) {
+    let mut reports = vec![];
+    let kept = docs
+        .into_iter()
+        .filter_map(|d| kept(d, edit, flags.include_refused, &mut reports))
+        .collect();
+    (kept, reports)
+}
+
+/// `doc` edited, or `None` if it was refused (a List: the List of its items not refused,
+/// `None` if every one was).
+fn kept(
+    mut doc: Value,
+    edit: &mut dyn FnMut(&mut Value) -> Vec<Report>,
+    include_refused: bool,
+    reports: &mut Vec<Report>,
+) -> Option<Value> {
+    let is_list = doc["kind"].as_str().is_some_and(|k| k.ends_with("List"));
+    // (`get_mut`: indexing a Value mutably would add `items: null` to every object)
+    if let (true, Some(items)) = (is_list, doc.get_mut("items").and_then(Value::as_array_mut)) {
+        if items.is_empty() {
+            return Some(doc);
+        }
+        let left: Vec<Value> = std::mem::take(items)
+            .into_iter()
+            .filter_map(|item| kept(item, edit, include_refused, reports))
+            .collect();
+        if left.is_empty() {
+            return None;
+        }
+        doc["items"] = Value::Array(left);
+        return Some(doc);
+    }
+    let own = edit(&mut doc);
+    let refused = own.iter().any(|r| r.outcome.is_refused());
+    reports.extend(own);
+    (!refused || include_refused).then_some(doc)
 }
 
 /// Looks the images up (on a runtime of its own: the rest is synchronous).
@@ -142,7 +208,7 @@ fn look_up(images: &[String], opts: &RegistryOpts) -> Result<Looked, Exit> {
 }
 
 /// Writes the documents and the reports; the exit code.
-fn finish(docs: &[Value], format: Format, reports: &[Report]) -> Exit {
+fn finish(docs: &[Value], format: Format, reports: &[Report], include_refused: bool) -> Exit {
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
         .write_all(write(docs, format).as_bytes())
@@ -154,11 +220,32 @@ fn finish(docs: &[Value], format: Format, reports: &[Report]) -> Exit {
     for r in reports {
         logging::stderr_line(&r.to_string());
     }
-    if reports.iter().any(|r| r.outcome.is_refused()) {
-        Exit::Failed
-    } else {
-        Exit::Ok
+    let refused: Vec<&str> = reports
+        .iter()
+        .filter(|r| r.outcome.is_refused())
+        .map(|r| r.resource.as_str())
+        .collect();
+    if refused.is_empty() {
+        return Exit::Ok;
     }
+    logging::stderr_line(&refused_line(&refused, docs.is_empty(), include_refused));
+    Exit::Failed
+}
+
+/// What became of the refused resources, on stderr after their reports.
+fn refused_line(refused: &[&str], nothing_written: bool, include_refused: bool) -> String {
+    let names = refused.join(", ");
+    if include_refused {
+        return format!("kubectl-sexton: refused, written unchanged (--include-refused): {names}");
+    }
+    let written = if nothing_written {
+        "; nothing else to write, so stdout is empty"
+    } else {
+        ""
+    };
+    format!(
+        "kubectl-sexton: refused, not written to stdout (--include-refused writes them unchanged): {names}{written}"
+    )
 }
 
 fn unusable(e: &dyn std::fmt::Display) -> Exit {

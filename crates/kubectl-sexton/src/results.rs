@@ -6,12 +6,14 @@
 use std::io::Write;
 
 use crate::shared::pod::Pod;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use futures_util::{StreamExt, stream};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ListParams, LogParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+use crate::shared::cli::{NamespaceFlag, TableFormat, TableOutput, structured};
 use crate::shared::ephemeraljob::{
     EphemeralJob, Refused, Relation, TargetResult, relation, result,
 };
@@ -34,13 +36,12 @@ pub enum EjobCommand {
 pub struct ResultsFlags {
     /// The EphemeralJob
     name: String,
-    /// Its namespace (default: the kubeconfig context's)
-    #[arg(short, long)]
-    namespace: Option<String>,
+    #[command(flatten)]
+    namespace: NamespaceFlag,
     #[command(flatten)]
     kube: KubeFlags,
-    #[arg(short, long, value_enum, default_value = "text")]
-    output: Output,
+    #[command(flatten)]
+    output: TableOutput,
     /// Also print the tail of each ephemeral container's log
     #[arg(long)]
     logs: bool,
@@ -49,23 +50,17 @@ pub struct ResultsFlags {
     tail: i64,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Output {
-    Text,
-    Json,
-}
-
 pub fn main(cmd: EjobCommand) -> Exit {
     let EjobCommand::Results(flags) = cmd;
     let Ok(done) = block_on(run(flags)) else {
-        logging::stderr_line("kubectl-sexton: cannot start the async runtime");
-        return Exit::Failed;
+        logging::stderr_line("kubectl-sexton ejob results: cannot start the async runtime");
+        return Exit::Unusable;
     };
     match done {
         Ok(()) => Exit::Ok,
         Err(e) => {
             logging::stderr_line(&format!("kubectl-sexton ejob results: {e}"));
-            Exit::Failed
+            e.exit()
         }
     }
 }
@@ -90,9 +85,24 @@ enum ResultsError {
     Output(#[source] std::io::Error),
 }
 
+impl ResultsError {
+    /// 1 when the API server answered no (no such job, forbidden), 2 when it could not be
+    /// asked (bad kubeconfig, unreachable).
+    fn exit(&self) -> Exit {
+        match self {
+            ResultsError::Client(_) => Exit::Unusable,
+            ResultsError::Job { source, .. } | ResultsError::Pods { source, .. } => match source {
+                kube::Error::Api(_) => Exit::Failed,
+                _ => Exit::Unusable,
+            },
+            ResultsError::Output(_) => Exit::Failed,
+        }
+    }
+}
+
 async fn run(flags: ResultsFlags) -> Result<(), ResultsError> {
-    let client = flags.kube.client().await?;
-    let ns = namespace_or_default(flags.namespace.as_deref(), &client);
+    let (client, _) = flags.kube.connect().await?;
+    let ns = namespace_or_default(flags.namespace.namespace.as_deref(), &client);
     let job = Api::<EphemeralJob>::namespaced(client.clone(), &ns)
         .get(&flags.name)
         .await
@@ -108,13 +118,13 @@ async fn run(flags: ResultsFlags) -> Result<(), ResultsError> {
         .map(|s| s.refused.clone())
         .unwrap_or_default();
     let mut out = String::new();
-    match flags.output {
-        Output::Json => {
-            let doc = json!({"job": format!("{ns}/{}", flags.name), "targets": results, "refused": refused});
-            out.push_str(&serde_json::to_string_pretty(&doc).expect("serializes"));
-            out.push('\n');
-        }
-        Output::Text => out.push_str(&table(&results, &refused)),
+    let doc =
+        || json!({"job": format!("{ns}/{}", flags.name), "targets": results, "refused": refused});
+    match flags.output.output {
+        TableFormat::Json => out.push_str(&structured(&doc(), false)),
+        TableFormat::Yaml => out.push_str(&structured(&doc(), true)),
+        TableFormat::Text => out.push_str(&table(&results, &refused, false)),
+        TableFormat::Wide => out.push_str(&table(&results, &refused, true)),
     }
     if flags.logs {
         out.push_str(&logs(&client, &ns, &results, flags.tail).await);
@@ -154,35 +164,56 @@ async fn targets(
     Ok(all)
 }
 
-fn table(results: &[TargetResult], refused: &[Refused]) -> String {
-    let mut rows =
-        vec![["POD", "CONTAINER", "STATE", "EXIT", "DURATION", "MESSAGE"].map(String::from)];
+/// The targets as aligned columns; `wide` adds when each started and finished and the
+/// reason, and keeps the whole first line of each message.
+fn table(results: &[TargetResult], refused: &[Refused], wide: bool) -> String {
+    let mut header = vec!["POD", "CONTAINER", "STATE", "EXIT", "DURATION"];
+    if wide {
+        header.extend(["STARTED", "FINISHED", "REASON"]);
+    }
+    header.push("MESSAGE");
+    let mut rows: Vec<Vec<String>> = vec![header.into_iter().map(String::from).collect()];
+    let message = |m: &str| if wide { first_line(m) } else { one_line(m) };
     for r in results {
         let duration = match (&r.started_at, &r.finished_at) {
             (Some(s), Some(f)) => format!("{}s", f.0.as_second() - s.0.as_second()),
             _ => "-".into(),
         };
-        let message = r.message.as_deref().or(r.reason.as_deref()).unwrap_or("");
-        rows.push([
+        let text = r.message.as_deref().or(r.reason.as_deref()).unwrap_or("");
+        let mut row = vec![
             r.pod.clone(),
             r.container.clone(),
             r.state.as_str().to_string(),
             r.exit_code.map_or("-".into(), |c| c.to_string()),
             duration,
-            one_line(message),
-        ]);
+        ];
+        if wide {
+            let at = |t: &Option<_>| t.as_ref().map_or("-".into(), |t: &Time| t.0.to_string());
+            row.extend([
+                at(&r.started_at),
+                at(&r.finished_at),
+                r.reason.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        row.push(message(text));
+        rows.push(row);
     }
     for r in refused {
-        rows.push([
+        let mut row = vec![
             r.pod.clone(),
             "-".into(),
             "Refused".into(),
             "-".into(),
             "-".into(),
-            one_line(&r.message),
-        ]);
+        ];
+        if wide {
+            row.extend(["-".into(), "-".into(), "-".into()]);
+        }
+        row.push(message(&r.message));
+        rows.push(row);
     }
-    let widths: Vec<usize> = (0..6)
+    let columns = rows[0].len();
+    let widths: Vec<usize> = (0..columns)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -196,6 +227,11 @@ fn table(results: &[TargetResult], refused: &[Refused]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The first line of a message.
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
 }
 
 /// The first line of a message, at most 80 characters.

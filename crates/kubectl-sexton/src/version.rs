@@ -1,24 +1,26 @@
 //! `kubectl sexton version`: this binary's version, and what runs in the cluster: the API
 //! server's version, the controller's and the webhook's (their Deployments' version label,
 //! image and ready replicas, found by the label `app.kubernetes.io/name` that the chart and
-//! deploy/ give them) and the EphemeralJob CRD's versions. It is what one runs when something
-//! is wrong, so whatever cannot be read becomes a line saying why ("not installed",
-//! "unreachable", "forbidden"): the command itself fails only on bad flags.
+//! deploy/ give them, as `doctor` finds them: shared/components.rs) and the EphemeralJob
+//! CRD's versions. It is what one runs when something is wrong, so whatever cannot be read
+//! becomes a line saying why ("not installed", "forbidden"). An API server that cannot be
+//! reached at all is exit 2 (the client's version still printed), as for every command;
+//! `--client` asks nothing of the cluster.
 
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
 
+use crate::shared::cli::{ReportFormat, ReportOutput, SextonNamespaceFlag, structured};
+use crate::shared::components::{self, Part};
 use crate::shared::exit::Exit;
-use crate::shared::kube_client::KubeFlags;
+use crate::shared::kube_client::{ClientError, KubeFlags};
 use crate::shared::logging;
 use crate::shared::runtime::block_on;
-use crate::shared::values::timeout;
 
 const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 const CRD_NAME: &str = "ephemeraljobs.sexton.dev";
@@ -31,22 +33,12 @@ pub struct VersionFlags {
     /// Only the client's version (no API server contacted)
     #[arg(long)]
     client: bool,
-    /// The namespace sexton is installed in
-    #[arg(short, long, default_value = "sexton-system")]
-    namespace: String,
+    #[command(flatten)]
+    sexton: SextonNamespaceFlag,
     #[command(flatten)]
     kube: KubeFlags,
-    /// How long each request to the API server may take
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = timeout)]
-    request_timeout: Duration,
-    #[arg(short, long, value_enum, default_value = "text")]
-    output: Output,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Output {
-    Text,
-    Json,
+    #[command(flatten)]
+    output: ReportOutput,
 }
 
 /// What could be learnt about one thing on the server side.
@@ -119,67 +111,55 @@ pub struct Report {
 }
 
 pub fn main(flags: VersionFlags) -> Exit {
-    let server = if flags.client {
-        None
-    } else {
-        let Ok(server) = block_on(server(&flags)) else {
-            logging::stderr_line("kubectl-sexton version: cannot start the async runtime");
-            return Exit::Failed;
-        };
-        Some(server)
-    };
-    let report = Report {
+    let mut report = Report {
         client: CLIENT_VERSION.into(),
-        server,
+        server: None,
     };
-    match flags.output {
-        Output::Text => logging::stdout_line(text(&report).trim_end()),
-        Output::Json => logging::stdout_line(
-            &serde_json::to_string_pretty(&report).expect("the report serializes"),
-        ),
+    let mut exit = Exit::Ok;
+    if !flags.client {
+        match block_on(server(&flags)) {
+            Ok(Ok(server)) => report.server = Some(server),
+            Ok(Err(e)) => {
+                logging::stderr_line(&format!(
+                    "kubectl-sexton version: {e} (--client prints the client's version alone)"
+                ));
+                exit = Exit::Unusable;
+            }
+            Err(e) => {
+                logging::stderr_line(&format!(
+                    "kubectl-sexton version: cannot start the async runtime: {e}"
+                ));
+                return Exit::Unusable;
+            }
+        }
     }
-    Exit::Ok
+    let out = match flags.output.output {
+        ReportFormat::Text => text(&report),
+        ReportFormat::Json => structured(&report, false),
+        ReportFormat::Yaml => structured(&report, true),
+    };
+    logging::stdout_line(out.trim_end());
+    exit
 }
 
-/// The server side, each part read on its own so that one failure hides nothing else.
-async fn server(flags: &VersionFlags) -> ServerReport {
-    let namespace = flags.namespace.clone();
-    let client = match flags.kube.client().await {
-        Ok(c) => c,
-        Err(e) => return unreachable_report(namespace, e.to_string()),
-    };
-    let t = flags.request_timeout;
-    let api_server = match bounded(t, client.apiserver_version()).await {
-        Ok(info) => Found::Installed(info.git_version),
-        Err(e) => return unreachable_report(namespace, e.reason()),
-    };
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+/// The server side, each part read on its own so that one failure hides nothing else;
+/// an error if the API server cannot be reached at all.
+async fn server(flags: &VersionFlags) -> Result<ServerReport, ClientError> {
+    let namespace = flags.sexton.sexton_namespace.clone();
+    let (client, info) = flags.kube.connect().await?;
+    let t = flags.kube.request_timeout;
     let (controller, webhook, crd) = tokio::join!(
-        component(&deployments, "sexton-controller", t),
-        component(&deployments, "sexton-webhook", t),
+        component(&client, &namespace, Part::Controller, t),
+        component(&client, &namespace, Part::Webhook, t),
         crd(&client, t),
     );
-    ServerReport {
-        api_server,
+    Ok(ServerReport {
+        api_server: Found::Installed(info.git_version),
         namespace,
         controller,
         webhook,
         crd,
-    }
-}
-
-/// Without an API server, nothing else can be known.
-fn unreachable_report(namespace: String, reason: String) -> ServerReport {
-    let unknown = || "the API server is unreachable".to_string();
-    ServerReport {
-        api_server: Found::Unknown {
-            reason: format!("unreachable: {reason}"),
-        },
-        namespace,
-        controller: Found::Unknown { reason: unknown() },
-        webhook: Found::Unknown { reason: unknown() },
-        crd: Found::Unknown { reason: unknown() },
-    }
+    })
 }
 
 /// Why a request gave no answer.
@@ -214,13 +194,12 @@ async fn bounded<T>(
     }
 }
 
-async fn component(api: &Api<Deployment>, name: &str, t: Duration) -> Found<Vec<Component>> {
-    let selector = format!("app.kubernetes.io/name={name}");
-    match bounded(t, api.list(&ListParams::default().labels(&selector))).await {
-        Ok(list) if list.items.is_empty() => Found::NotInstalled {
-            reason: format!("no Deployment labelled {selector}"),
+async fn component(client: &Client, ns: &str, part: Part, t: Duration) -> Found<Vec<Component>> {
+    match bounded(t, components::deployments(client, ns, part)).await {
+        Ok(list) if list.is_empty() => Found::NotInstalled {
+            reason: format!("no Deployment labelled {}", part.selector()),
         },
-        Ok(list) => Found::Installed(list.items.iter().map(component_of).collect()),
+        Ok(list) => Found::Installed(list.iter().map(component_of).collect()),
         Err(e) => Found::Unknown { reason: e.reason() },
     }
 }

@@ -689,13 +689,91 @@ async fn a_check_without_the_rights_it_needs_reports_its_own_error() {
         .map(|f| f["message"].as_str().unwrap())
         .collect();
     assert!(
-        messages.iter().any(|m| m.starts_with(
-            "forbidden: cannot get deployments.apps sexton-system/sexton-controller: "
-        )),
+        messages.iter().any(|m| m
+            .starts_with("forbidden: cannot list deployments.apps in namespace sexton-system: ")),
         "{messages:?}"
     );
     // what the account may do still works
     assert_eq!(check(&report, "admission")["status"], "ok", "{report:#}");
     assert_eq!(check(&report, "stuck-pods")["status"], "ok", "{report:#}");
     assert_eq!(check(&report, "api-server")["status"], "ok", "{report:#}");
+}
+
+/// The chart installed under another release name: its objects are named `batch-sexton-*`,
+/// and the doctor finds the Deployments by their label (no pod runs here: 0 ready, an
+/// error), and the webhook's TLS Secret by the Deployment's `--tls-secret` (a certificate
+/// that expires within `--cert-days`: a warning). Only the Deployments and the Secret are
+/// created: a MutatingWebhookConfiguration would review other tests' pods.
+#[tokio::test(flavor = "current_thread")]
+async fn components_are_found_whatever_the_release_name() {
+    let client = admin_client().await;
+    let ns = Ns::new(&client, "doctor-release", &[]).await;
+    let s = Scratch::new("doctor-release");
+    let chart = format!("{ROOT}/charts/sexton");
+    let out = Command::new(helm_bin())
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("sexton-helm-cache"),
+        )
+        .args(["template", "batch", &chart, "--namespace", &ns.0])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let objects: Vec<Value> = serde_saphyr::from_multiple::<Value>(&text(&out.stdout)).unwrap();
+    let deployments: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .collect();
+    assert_eq!(deployments.len(), 2);
+    for d in &deployments {
+        apply(&s, d);
+    }
+    let (key, crt) = (s.path("tls.key"), s.path("tls.crt"));
+    let cert = openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "10",
+        "-subj",
+        "/CN=batch-sexton-webhook",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        crt.to_str().unwrap(),
+    ]);
+    assert!(cert.status.success(), "{}", text(&cert.stderr));
+    let pem = std::fs::read(&crt).unwrap();
+    use base64::Engine;
+    apply(
+        &s,
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "batch-sexton-webhook-tls", "namespace": ns.0},
+            "data": {"tls.crt": base64::engine::general_purpose::STANDARD.encode(&pem)}}),
+    );
+
+    let (code, report) = doctor_json(&ns.0, None, &["--sexton-namespace", &ns.0]);
+    assert_eq!(code, 1, "{report:#}");
+    let findings = &check(&report, "components")["findings"];
+    let finding = |object: String| {
+        findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["object"] == object)
+            .unwrap_or_else(|| panic!("no finding for {object}: {findings:#}"))
+            .clone()
+    };
+    for component in ["controller", "webhook"] {
+        let f = finding(format!("deployment {}/batch-sexton-{component}", ns.0));
+        assert_eq!(f["status"], "error", "{f:#}");
+        assert!(f["message"].as_str().unwrap().starts_with("0/"), "{f:#}");
+    }
+    let f = finding(format!("secret {}/batch-sexton-webhook-tls tls.crt", ns.0));
+    assert_eq!(f["status"], "warning", "{f:#}");
+    assert!(f["message"].as_str().unwrap().contains("under 30"), "{f:#}");
 }

@@ -42,6 +42,94 @@ spec:
           env: [{name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT, value: 'true'}]
 ";
 
+/// `JOB` named `name`, with a sidecar that `--strategy native` refuses (it sets its own
+/// restartPolicy).
+fn refused_job(name: &str) -> String {
+    JOB.replace("name: j}", &format!("name: {name}}}")).replace(
+        "image: busybox:1\n          command: [sleep",
+        "image: busybox:1\n          restartPolicy: Never\n          command: [sleep",
+    )
+}
+
+/// `kubectl-sexton ARGS | kubectl apply -n NS -f -` through a real shell pipe (no
+/// pipefail: the pipe's status is kubectl's), `stdin` fed to kubectl-sexton.
+fn piped_to_apply(args: &str, ns: &str, stdin: &str) -> Output {
+    let script = format!("\"$KUBECTL_SEXTON\" {args} | kubectl apply -n {ns} -f -");
+    output_with_input(
+        Command::new("sh")
+            .args(["-c", &script])
+            .env("KUBECTL_SEXTON", KUBECTL_SEXTON)
+            .env("KUBECONFIG", &testenv().kubeconfig),
+        stdin.as_bytes(),
+    )
+}
+
+/// `JOB` named `name`; `native`: its template asks for native sidecars
+/// (`sexton.dev/inject: native`), which `--kubernetes-version 1.28` refuses.
+fn job(name: &str, native: bool) -> Value {
+    let mut yaml = JOB.replace("name: j}", &format!("name: {name}}}"));
+    if native {
+        yaml = yaml.replace(
+            "  template:\n    spec:\n",
+            "  template:\n    metadata: {annotations: {sexton.dev/inject: native}}\n    spec:\n",
+        );
+    }
+    docs(&yaml).remove(0)
+}
+
+/// The README's first example, `kubectl sexton inject -f job.yaml | kubectl apply -f -`,
+/// cannot apply a Job that inject refused (its sidecar would keep it running): with nothing
+/// else to apply, kubectl fails; beside an injected Job in a List, only that one is applied.
+#[test]
+fn a_refused_job_is_not_applied_through_a_pipe() {
+    testenv();
+    let ns = labelled_namespace("inject-pipe", &[]);
+    let exists = |name: &str| {
+        let out = kubectl(&["get", "job", "-n", &ns, name, "-o", "name"]);
+        let stderr = text(&out.stderr);
+        assert!(
+            out.status.success() || stderr.contains("NotFound"),
+            "{stderr}"
+        );
+        out.status.success()
+    };
+    let inject = "inject --kubernetes-version 1.28 -f -";
+    let out = piped_to_apply(inject, &ns, &job("alone", true).to_string());
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("no objects passed to apply"), "{stderr}");
+    assert!(
+        stderr.contains("job/alone: refused: native: Kubernetes 1.28 has no native sidecars"),
+        "{stderr}"
+    );
+    assert!(!exists("alone"));
+
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List",
+        "items": [job("bad", true), job("good", false)]});
+    let out = piped_to_apply(inject, &ns, &list.to_string());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        text(&out.stdout).contains("job.batch/good created"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        stderr.contains(
+            "refused, not written to stdout (--include-refused writes them unchanged): job/bad\n"
+        ),
+        "{stderr}"
+    );
+    assert!(exists("good"));
+    assert!(!exists("bad"));
+
+    // asked for, the refused Job is applied unchanged
+    let inject = "inject --kubernetes-version 1.28 --include-refused -f -";
+    let out = piped_to_apply(inject, &ns, &job("kept", true).to_string());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(exists("kept"));
+}
+
 /// The examples' after-files are exactly what the command writes (`SEXTON_BLESS=1` to
 /// write them again).
 #[test]
@@ -107,19 +195,32 @@ fn formats_sources_and_exit_codes() {
         text(&out.stderr),
         "configmap/a: skipped (no pod template)\njob/b: native (sidecars: proxy)\n"
     );
-    // a refused resource: written unchanged, exit 1, the reason on stderr
-    let refused = JOB.replace(
-        "image: busybox:1\n          command: [sleep",
-        "image: busybox:1\n          restartPolicy: Never\n          command: [sleep",
-    );
+    // a refused resource: not written, exit 1, the reason on stderr; written unchanged
+    // with --include-refused
+    let refused = refused_job("j");
     let out = run(&["inject", "--strategy", "native", "-f", "-"], &refused);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(docs(&text(&out.stdout)), docs(&refused));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
     assert!(
-        text(&out.stderr).contains("refused: native: sidecar \"proxy\" sets restartPolicy"),
-        "{}",
-        text(&out.stderr)
+        stderr.contains("job/j: refused: native: sidecar \"proxy\" sets restartPolicy"),
+        "{stderr}"
     );
+    assert!(
+        stderr.contains("refused, not written to stdout (--include-refused writes them unchanged): job/j; nothing else to write"),
+        "{stderr}"
+    );
+    let args = [
+        "inject",
+        "--strategy",
+        "native",
+        "--include-refused",
+        "-f",
+        "-",
+    ];
+    let out = run(&args, &refused);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(docs(&text(&out.stdout)), docs(&refused));
     // unreadable input: exit 2, nothing written
     for (args, input, needle) in [
         (

@@ -1,8 +1,8 @@
 //! `kubectl sexton version` against the real test API server: with the controller installed
 //! by the Helm chart for real (`helm install`, in a namespace of its own; no node runs its
 //! pods, so 0 replicas are ready) and the webhook not installed; with an API server that is
-//! unreachable, one that never answers, and credentials that may read nothing. In every
-//! case it prints one line per part and exits 0.
+//! unreachable, one that never answers (exit 2, the client's version still printed), and
+//! credentials that may read nothing (a line per part saying so, exit 0).
 
 use std::net::TcpListener;
 use std::process::{Command, Output};
@@ -84,7 +84,7 @@ impl Drop for Release {
 fn reports_what_the_chart_installed() {
     let release = Release::install();
     let env = testenv();
-    let out = version(&env.kubeconfig, &["-n", &release.ns]);
+    let out = version(&env.kubeconfig, &["--sexton-namespace", &release.ns]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
@@ -115,7 +115,10 @@ fn reports_what_the_chart_installed() {
         "crd:        ephemeraljobs.sexton.dev v1alpha1 (served: v1alpha1; stored: v1alpha1)"
     );
 
-    let out = version(&env.kubeconfig, &["-n", &release.ns, "-o", "json"]);
+    let out = version(
+        &env.kubeconfig,
+        &["--sexton-namespace", &release.ns, "-o", "json"],
+    );
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["client"], VERSION);
     let controller = &json["server"]["controller"];
@@ -125,30 +128,31 @@ fn reports_what_the_chart_installed() {
     assert_eq!(json["server"]["webhook"]["state"], "notInstalled", "{json}");
 }
 
+/// An API server that cannot be reached: the client's version still printed, exit 2
+/// (cannot run, as every command), stderr naming the server.
 #[test]
-fn an_unreachable_api_server_is_a_line_not_a_failure() {
+fn an_unreachable_api_server_is_exit_2_naming_it() {
     let scratch = Scratch::new("version-unreachable");
-    // a port nothing listens on
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let kc = scratch.path("closed.kubeconfig");
     write_kubeconfig(&kc, port);
     let out = version(&kc, &[]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        line(&stdout, "api server").contains("unknown (unreachable: "),
-        "{stdout}"
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("client: kubectl-sexton {VERSION}\n")
     );
-    for part in ["controller", "webhook", "crd"] {
-        assert!(
-            line(&stdout, part).ends_with("unknown (the API server is unreachable)"),
-            "{stdout}"
-        );
-    }
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "kubectl-sexton version: cannot reach the Kubernetes API server https://127.0.0.1:{port}: "
+        )) && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = version(&kc, &["-o", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json, serde_json::json!({"client": VERSION}));
 }
 
 #[test]
@@ -160,11 +164,11 @@ fn an_api_server_that_never_answers_times_out() {
     write_kubeconfig(&kc, silent.local_addr().unwrap().port());
     let start = std::time::Instant::now();
     let out = version(&kc, &["--request-timeout=1s"]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
     assert!(
-        line(&stdout, "api server").contains("no answer within 1s"),
-        "{stdout}"
+        err.contains("no answer within 1s (--request-timeout)"),
+        "{err}"
     );
     assert!(
         start.elapsed() < std::time::Duration::from_secs(10),
@@ -185,7 +189,7 @@ fn credentials_that_may_read_nothing_are_lines_saying_so() {
             .success()
     );
     let kc = service_account_kubeconfig(&ns, "nobody", &scratch.path("nobody.kubeconfig"));
-    let out = version(&kc, &["-n", &ns]);
+    let out = version(&kc, &["--sexton-namespace", &ns]);
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));

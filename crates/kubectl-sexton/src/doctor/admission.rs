@@ -18,9 +18,9 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::access::{Access, AccessError, answer, optional};
-use super::components::WEBHOOK_CONFIGURATION;
 use super::ctx::{Ctx, Namespaces};
 use super::report::{Check, Finding, Status};
+use crate::shared::components::{DEFAULT_WEBHOOK_CONFIGURATION, is_sexton_webhook_configuration};
 
 pub const NAME: &str = "admission";
 
@@ -217,7 +217,7 @@ fn stripped(
             }
             let sexton = configs
                 .iter()
-                .find(|c| c.name_any() == WEBHOOK_CONFIGURATION);
+                .find(|c| is_sexton_webhook_configuration(&c.metadata));
             let serves = sexton.is_some_and(|c| {
                 c.webhooks.iter().flatten().any(|w| {
                     w.name == "inject.sexton.dev" && selects_namespace(w, labels) != Some(false)
@@ -227,15 +227,24 @@ fn stripped(
             (message, fix) = match (sexton, serves) {
                 (None, _) => (
                     format!("{message}; sexton's webhook is not installed"),
-                    format!("upgrade the suspect webhook (it drops fields of k8s.io/api v0.28+), or install sexton's webhook, which restores native sidecars (kubectl apply -k deploy/), then: {label}"),
+                    format!(
+                        "upgrade the suspect webhook (it drops fields of k8s.io/api v0.28+), or install sexton's webhook, which restores native sidecars (kubectl apply -k deploy/), then: {label}"
+                    ),
                 ),
                 (Some(_), false) => (
-                    format!("{message}; sexton's webhook is installed but does not serve this namespace"),
+                    format!(
+                        "{message}; sexton's webhook is installed but does not serve this namespace"
+                    ),
                     label,
                 ),
-                (Some(_), true) => (
-                    format!("{message}; sexton's webhook serves this namespace and could not restore it"),
-                    "make the suspect sort before sexton-webhook with reinvocationPolicy Never, or upgrade it (docs/webhook.md, \"Repairing native sidecars after other webhooks\")".to_string(),
+                (Some(c), true) => (
+                    format!(
+                        "{message}; sexton's webhook serves this namespace and could not restore it"
+                    ),
+                    format!(
+                        "make the suspect sort before {} with reinvocationPolicy Never, or upgrade it (docs/webhook.md, \"Repairing native sidecars after other webhooks\")",
+                        c.name_any()
+                    ),
                 ),
             };
         }
@@ -251,9 +260,14 @@ fn suspects(
     pod_labels: &BTreeMap<String, String>,
 ) -> Vec<String> {
     let mut names = vec![];
+    // admission calls mutating webhooks in the order of their configurations' names
+    let sexton = configs
+        .iter()
+        .find(|c| is_sexton_webhook_configuration(&c.metadata))
+        .map_or(DEFAULT_WEBHOOK_CONFIGURATION.to_string(), |c| c.name_any());
     for c in configs {
         let config = c.name_any();
-        if config == WEBHOOK_CONFIGURATION {
+        if is_sexton_webhook_configuration(&c.metadata) {
             continue;
         }
         for w in c.webhooks.iter().flatten() {
@@ -263,13 +277,9 @@ fn suspects(
             {
                 continue;
             }
-            let order = if config.as_str() < WEBHOOK_CONFIGURATION {
-                "before"
-            } else {
-                "after"
-            };
+            let order = if config < sexton { "before" } else { "after" };
             let mut note = format!(
-                "runs {order} sexton-webhook, reinvocationPolicy {}",
+                "runs {order} {sexton}, reinvocationPolicy {}",
                 w.reinvocation_policy.as_deref().unwrap_or("Never")
             );
             if w.match_conditions.as_ref().is_some_and(|m| !m.is_empty()) {

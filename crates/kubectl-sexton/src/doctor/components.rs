@@ -1,5 +1,5 @@
-//! sexton's own components (deploy/): the controller and webhook Deployments running and
-//! ready, the EphemeralJob CRD installed at the version this binary serves, and the
+//! sexton's own components (the chart, deploy/), found by their labels whatever the Helm
+//! release is named: the controller and webhook Deployments running and ready, the EphemeralJob CRD installed at the version this binary serves, and the
 //! webhook's certificates (the caBundle the API server trusts, the serving certificate in
 //! its Secret) valid for more than `--cert-days`. A component that is not installed is
 //! not a fault (each is optional); one installed and not working is.
@@ -10,34 +10,38 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::{Api, CustomResourceExt, Resource};
+use kube::api::ListParams;
+use kube::{Api, CustomResourceExt, Resource, ResourceExt};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::access::{Access, AccessError, optional};
+use super::access::{Access, AccessError, answer, optional};
 use super::ctx::Ctx;
 use super::report::{Check, Finding, Status};
 use crate::shared::certs::not_after;
+use crate::shared::components::{self, Part};
 use crate::shared::ephemeraljob::EphemeralJob;
 
 pub const NAME: &str = "components";
-
-/// deploy/controller.yaml's and deploy/webhook.yaml's names.
-pub const CONTROLLER: &str = "sexton-controller";
-pub const WEBHOOK: &str = "sexton-webhook";
-/// The MutatingWebhookConfiguration and the Secret of `--self-managed-tls`.
-pub const WEBHOOK_CONFIGURATION: &str = "sexton-webhook";
-pub const WEBHOOK_TLS_SECRET: &str = "sexton-webhook-tls";
 
 const DAY: i64 = 86_400;
 
 pub async fn check(ctx: &Ctx) -> Check {
     let mut findings = vec![];
-    for name in [CONTROLLER, WEBHOOK] {
-        findings.push(deployment(ctx, name).await.unwrap_or_else(refused));
+    let mut webhooks = vec![];
+    for part in [Part::Controller, Part::Webhook] {
+        match deployments(ctx, part).await {
+            Ok((mut f, found)) => {
+                findings.append(&mut f);
+                if part == Part::Webhook {
+                    webhooks = found;
+                }
+            }
+            Err(e) => findings.push(refused(e)),
+        }
     }
     findings.push(crd(ctx).await.unwrap_or_else(refused));
-    match certificates(ctx).await {
+    match certificates(ctx, &webhooks).await {
         Ok(mut f) => findings.append(&mut f),
         Err(e) => findings.push(refused(e)),
     }
@@ -58,19 +62,25 @@ fn refused(e: AccessError) -> Finding {
     Finding::new(Status::Error, object, e.to_string())
 }
 
-async fn deployment(ctx: &Ctx, name: &str) -> Result<Finding, AccessError> {
+/// The Deployments of `part` in `--sexton-namespace`, found by label whatever the release
+/// name: a finding for each (or one saying none is installed), and the Deployments.
+async fn deployments(
+    ctx: &Ctx,
+    part: Part,
+) -> Result<(Vec<Finding>, Vec<Deployment>), AccessError> {
     let ns = &ctx.sexton_namespace;
-    let access = Access::new("get", "deployments.apps")
-        .in_ns(Some(ns))
-        .named(name);
-    let got = Api::<Deployment>::namespaced(ctx.client.clone(), ns)
-        .get(name)
-        .await;
-    let object = format!("deployment {ns}/{name}");
-    Ok(match optional(access, got)? {
-        None => Finding::new(Status::Ok, object, "not installed"),
-        Some(d) => readiness(&d, ns, name),
-    })
+    let access = Access::new("list", "deployments.apps").in_ns(Some(ns));
+    let found = answer(access, components::deployments(&ctx.client, ns, part).await)?;
+    if found.is_empty() {
+        let object = format!("{} in namespace {ns}", part.label());
+        let message = format!("not installed (no Deployment labelled {})", part.selector());
+        return Ok((vec![Finding::new(Status::Ok, object, message)], found));
+    }
+    let findings = found
+        .iter()
+        .map(|d| readiness(d, ns, &d.name_any()))
+        .collect();
+    Ok((findings, found))
 }
 
 /// Ready replicas against those asked for.
@@ -157,49 +167,63 @@ fn crd_version(crd: &CustomResourceDefinition, object: String) -> Finding {
     }
 }
 
-/// The caBundle of each of sexton's webhooks and the serving certificate in the Secret of
-/// `--self-managed-tls` (if there is one: cert-manager's Secrets are named otherwise).
-async fn certificates(ctx: &Ctx) -> Result<Vec<Finding>, AccessError> {
+/// The caBundle of each of sexton's MutatingWebhookConfigurations (labelled as the chart
+/// labels them) and the serving certificate in the Secret each webhook Deployment uses
+/// (its `--tls-secret`, else its `tls` volume), if that Secret exists.
+async fn certificates(ctx: &Ctx, webhooks: &[Deployment]) -> Result<Vec<Finding>, AccessError> {
     let access = Access::new(
-        "get",
+        "list",
         "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-    )
-    .named(WEBHOOK_CONFIGURATION);
-    let got = Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
-        .get(WEBHOOK_CONFIGURATION)
+    );
+    let all = Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
+        .list(&ListParams::default())
         .await;
+    let all = answer(access, all)?.items;
     let now = Timestamp::now().as_second();
     let days = ctx.cert_days;
-    let object = format!("mutatingwebhookconfiguration {WEBHOOK_CONFIGURATION}");
-    let Some(config) = optional(access, got)? else {
-        return Ok(vec![Finding::new(Status::Ok, object, "not installed")]);
-    };
+    let configs = components::webhook_configurations(&all);
     let mut findings = vec![];
-    for hook in config.webhooks.iter().flatten() {
-        let what = format!("{object}: webhook {} caBundle", hook.name);
-        findings.push(match &hook.client_config.ca_bundle {
-            None => Finding::new(
-                Status::Error,
-                what,
-                "empty: the API server cannot trust the webhook (with --self-managed-tls the webhook writes it when it starts; with cert-manager, its CA injector)",
-            ),
-            Some(ByteString(pem)) => validity(pem, what, now, days),
-        });
+    if configs.is_empty() {
+        findings.push(Finding::new(
+            Status::Ok,
+            "mutatingwebhookconfiguration",
+            format!("not installed (none labelled {})", Part::Webhook.selector()),
+        ));
+    }
+    for config in configs {
+        let object = format!("mutatingwebhookconfiguration {}", config.name_any());
+        for hook in config.webhooks.iter().flatten() {
+            let what = format!("{object}: webhook {} caBundle", hook.name);
+            findings.push(match &hook.client_config.ca_bundle {
+                None => Finding::new(
+                    Status::Error,
+                    what,
+                    "empty: the API server cannot trust the webhook (with --self-managed-tls the webhook writes it when it starts; with cert-manager, its CA injector)",
+                ),
+                Some(ByteString(pem)) => validity(pem, what, now, days),
+            });
+        }
     }
     let ns = &ctx.sexton_namespace;
-    let access = Access::new("get", "secrets")
-        .in_ns(Some(ns))
-        .named(WEBHOOK_TLS_SECRET);
-    let got = Api::<Secret>::namespaced(ctx.client.clone(), ns)
-        .get(WEBHOOK_TLS_SECRET)
-        .await;
-    if let Some(secret) = optional(access, got)? {
-        let what = format!("secret {ns}/{WEBHOOK_TLS_SECRET} tls.crt");
-        let crt = secret.data.as_ref().and_then(|d| d.get("tls.crt"));
-        findings.push(match crt {
-            None => Finding::new(Status::Error, what, "no tls.crt in it"),
-            Some(ByteString(pem)) => validity(pem, what, now, days),
-        });
+    let mut secrets: Vec<String> = webhooks
+        .iter()
+        .filter_map(components::webhook_tls_secret)
+        .collect();
+    secrets.sort();
+    secrets.dedup();
+    for name in secrets {
+        let access = Access::new("get", "secrets").in_ns(Some(ns)).named(&name);
+        let got = Api::<Secret>::namespaced(ctx.client.clone(), ns)
+            .get(&name)
+            .await;
+        if let Some(secret) = optional(access, got)? {
+            let what = format!("secret {ns}/{name} tls.crt");
+            let crt = secret.data.as_ref().and_then(|d| d.get("tls.crt"));
+            findings.push(match crt {
+                None => Finding::new(Status::Error, what, "no tls.crt in it"),
+                Some(ByteString(pem)) => validity(pem, what, now, days),
+            });
+        }
     }
     Ok(findings)
 }

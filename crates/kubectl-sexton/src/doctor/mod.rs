@@ -19,8 +19,11 @@ mod stuck_pods;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
+use crate::shared::cli::{
+    NamespaceFlag, ReportFormat, ReportOutput, SextonNamespaceFlag, structured,
+};
 use crate::shared::exit::Exit;
 use crate::shared::kube_client::{self, KubeFlags, namespace_or_default};
 use crate::shared::logging;
@@ -31,39 +34,29 @@ use report::{EXIT_CANNOT_RUN, Report};
 #[derive(Args, Debug)]
 #[command(
     about = "Find stuck Jobs, stripped native sidecars and legacy sidecar patterns, and the command that fixes each",
-    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run.",
-    mut_arg("kubeconfig", |a| a.help("Kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")),
-    mut_arg("context", |a| a.help("Kubeconfig context (default: the current one)"))
+    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components, found by their labels whatever the Helm release is named) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
 )]
 pub struct DoctorFlags {
     #[command(flatten)]
     kube: KubeFlags,
-    /// The namespace to check (default: the kubeconfig context's)
-    #[arg(short, long, conflicts_with = "all_namespaces")]
-    namespace: Option<String>,
+    #[command(flatten)]
+    namespace: NamespaceFlag,
     /// Check every namespace
-    #[arg(short = 'A', long)]
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
     all_namespaces: bool,
     /// Check these manifests instead of the cluster: file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable
     #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-")]
     filename: Vec<String>,
-    #[arg(short, long, value_enum, default_value = "text")]
-    output: Output,
+    #[command(flatten)]
+    output: ReportOutput,
     /// A pod whose main containers all ended longer ago than this while it still runs is stuck (Go duration syntax)
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
     stuck_after: Duration,
     /// Warn when a certificate of sexton's webhook expires within this many days
     #[arg(long, value_name = "DAYS", default_value_t = 30)]
     cert_days: u32,
-    /// The namespace sexton's controller and webhook are installed in
-    #[arg(long, value_name = "NAMESPACE", default_value = "sexton-system")]
-    sexton_namespace: String,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Output {
-    Text,
-    Json,
+    #[command(flatten)]
+    sexton: SextonNamespaceFlag,
 }
 
 fn duration(s: &str) -> Result<Duration, sexton_core::duration::DurationError> {
@@ -75,8 +68,6 @@ fn duration(s: &str) -> Result<Duration, sexton_core::duration::DurationError> {
 enum CannotRun {
     #[error(transparent)]
     Client(#[from] kube_client::ClientError),
-    #[error("cannot reach the Kubernetes API server: {0}")]
-    Unreachable(#[source] kube::Error),
     #[error(transparent)]
     Manifests(#[from] crate::shared::manifest::ReadError),
     #[error("cannot start the async runtime: {0}")]
@@ -86,9 +77,10 @@ enum CannotRun {
 pub fn main(flags: DoctorFlags) -> Exit {
     match report(&flags) {
         Ok(report) => {
-            let text = match flags.output {
-                Output::Json => report.json(),
-                Output::Text => report.text(colour()),
+            let text = match flags.output.output {
+                ReportFormat::Json => report.json(),
+                ReportFormat::Yaml => structured(&report, true),
+                ReportFormat::Text => report.text(colour()),
             };
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
             report.exit_code()
@@ -115,22 +107,21 @@ fn report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
 
 /// Every cluster check, once the API server has answered at all.
 async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
-    let client = flags.kube.client().await?;
-    let version = client
-        .apiserver_version()
-        .await
-        .map_err(CannotRun::Unreachable)?;
+    let (client, version) = flags.kube.connect().await?;
     let namespaces = if flags.all_namespaces {
         Namespaces::All
     } else {
-        Namespaces::One(namespace_or_default(flags.namespace.as_deref(), &client))
+        Namespaces::One(namespace_or_default(
+            flags.namespace.namespace.as_deref(),
+            &client,
+        ))
     };
     let ctx = Ctx {
         client,
         namespaces,
         stuck_after: flags.stuck_after,
         cert_days: flags.cert_days,
-        sexton_namespace: flags.sexton_namespace.clone(),
+        sexton_namespace: flags.sexton.sexton_namespace.clone(),
     };
     let (components, admission, nodes, stuck) = tokio::join!(
         components::check(&ctx),

@@ -1,27 +1,59 @@
 //! The one way every subcommand gets a Kubernetes client: `--kubeconfig` (and
-//! `--context`) when given, else the standard inference (in-cluster service account, then
+//! `--context`, `--request-timeout`) when given, else the standard inference (in-cluster service account, then
 //! `$KUBECONFIG` / `~/.kube/config`). The flags are defined here, once, and flattened into
 //! each subcommand's.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use clap::Args;
+use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-/// `--kubeconfig` and `--context` of the commands people run (`doctor`, `ejob results`,
-/// `version`).
+use super::values::timeout;
+
+/// `--kubeconfig`, `--context` and `--request-timeout` of the commands people run
+/// (`doctor`, `ejob results`, `version`), as kubectl spells them.
 #[derive(Args, Debug, Clone)]
 pub struct KubeFlags {
+    /// Kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its service account)
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-    #[arg(long)]
+    /// The kubeconfig context to use (default: its current context)
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+    /// How long each request to the API server may take (Go duration: 10s, 1m)
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = timeout)]
+    pub request_timeout: Duration,
 }
 
 impl KubeFlags {
-    pub async fn client(&self) -> Result<Client, ClientError> {
-        client(self.kubeconfig.as_deref(), self.context.as_deref()).await
+    /// A client whose requests time out after `--request-timeout`, and the API server's
+    /// version: the one request that says whether the cluster can be used at all.
+    pub async fn connect(&self) -> Result<(Client, Info), ClientError> {
+        let mut config = config(self.kubeconfig.as_deref(), self.context.as_deref()).await?;
+        let t = self.request_timeout;
+        config.connect_timeout = Some(t);
+        config.read_timeout = Some(t);
+        config.write_timeout = Some(t);
+        let url = config.cluster_url.to_string();
+        let client = Client::try_from(config).map_err(ClientError::Client)?;
+        let unreachable = |reason: String| ClientError::Unreachable {
+            url: url.trim_end_matches('/').to_string(),
+            reason,
+        };
+        let no_answer = || format!("no answer within {}s (--request-timeout)", t.as_secs_f64());
+        let started = Instant::now();
+        match tokio::time::timeout(t, client.apiserver_version()).await {
+            Ok(Ok(info)) => Ok((client, info)),
+            // the client's own timeouts (a TLS handshake that never ends) end it as an error
+            Ok(Err(e)) if started.elapsed() >= t => {
+                Err(unreachable(format!("{}: {}", no_answer(), chain(&e))))
+            }
+            Ok(Err(e)) => Err(unreachable(chain(&e))),
+            Err(_) => Err(unreachable(no_answer())),
+        }
     }
 }
 
@@ -48,7 +80,7 @@ pub fn namespace_or_default(namespace: Option<&str>, client: &Client) -> String 
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("invalid --kubeconfig={}: {source}", .path.display())]
+    #[error("invalid --kubeconfig={}: {}", .path.display(), first_line(.source))]
     Kubeconfig {
         path: PathBuf,
         #[source]
@@ -58,7 +90,7 @@ pub enum ClientError {
         "no Kubernetes credentials: not in a pod with a service account token, and no usable ~/.kube/config ({0}); pass --kubeconfig"
     )]
     Infer(#[source] kube::config::InferConfigError),
-    #[error("invalid --context={context:?}: {source}")]
+    #[error("invalid --context={context:?}: {}", first_line(.source))]
     Context {
         context: String,
         #[source]
@@ -66,6 +98,28 @@ pub enum ClientError {
     },
     #[error("cannot create a Kubernetes client: {0}")]
     Client(#[source] kube::Error),
+    #[error("cannot reach the Kubernetes API server {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+}
+
+/// The first line of an error (a YAML error goes on with the line and a caret under it).
+fn first_line(e: &impl std::fmt::Display) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+/// An error and its causes, `: `-separated (kube's own message alone says "client error
+/// (Connect)", its cause "Connection refused").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// The namespace of the pod's service account, when running in one.

@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::Value;
 
 /// `-f`: the manifests `inject` and `uninject` read.
@@ -21,10 +21,18 @@ pub struct Filenames {
     pub filename: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Yaml,
     Json,
+}
+
+/// `-o` of the commands that write manifests (`inject`, `uninject`).
+#[derive(Args, Debug)]
+pub struct ManifestOutput {
+    /// Output format (default: the input's: JSON if every input is JSON, else YAML)
+    #[arg(short, long, value_enum)]
+    pub output: Option<Format>,
 }
 
 /// A manifest source that could not be read; the message names it.

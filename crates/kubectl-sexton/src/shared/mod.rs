@@ -4,6 +4,8 @@
 
 pub mod api_error;
 pub mod certs;
+pub mod cli;
+pub mod components;
 pub mod ephemeraljob;
 pub mod exit;
 pub mod http;
