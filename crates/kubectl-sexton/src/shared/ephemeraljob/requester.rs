@@ -48,7 +48,9 @@ impl Requester {
     pub fn parse(stamp: &str) -> Result<Self, String> {
         let mut r = Requester::default();
         let mut user = None;
-        for line in stamp.lines() {
+        // (split at '\n' alone, as the policy's CEL does: `lines()` would also drop a '\r',
+        // and read the stamp of a user named "alice\r" as alice's)
+        for line in stamp.split('\n') {
             match line.split_once('=') {
                 Some(("user", u)) if user.is_none() && !u.is_empty() => user = Some(u.to_string()),
                 Some(("user", _)) => return Err("more than one user= line, or an empty one".into()),
