@@ -1120,7 +1120,9 @@ fn requester_policy_in(ns: &str) {
     let file =
         std::fs::read_to_string(format!("{}/deploy/ephemeraljob-requester.yaml", root())).unwrap();
     let policy = file.split("\n---\n").next().unwrap();
-    let out = kubectl_with_input(&["apply", "-f", "-"], policy.as_bytes());
+    // (server-side, as every apply of deploy/'s files in the tests: a client-side apply
+    // would own fields that controller.rs's server-side apply of deploy/ then conflicts on)
+    let out = kubectl_with_input(&["apply", "--server-side", "-f", "-"], policy.as_bytes());
     assert!(
         out.status.success(),
         "{}",
