@@ -89,6 +89,19 @@ states() {
 # reaped when a scenario is done, and on any exit of this script, failures and
 # interruptions included, so none outlives the run.
 CTL_PIDS=()
+# stamped FILE: the EphemeralJob manifest FILE with the annotation sexton.dev/requester
+# naming kubectl's own user, as the webhook would write it (README "Security model"): the
+# controller acts only for a stamped requester, and no webhook stamps here.
+stamped() {
+  local stamp
+  stamp=$(kubectl auth whoami -o json | jq -r '.status.userInfo
+    | (["user=" + .username] + (if (.uid // "") != "" then ["uid=" + .uid] else [] end)
+       + [(.groups // [])[] | "group=" + .]
+       + [(.extra // {}) | to_entries[] | .key as $k | .value[] | "extra=" + $k + "=" + .])
+    | join("\n")') || fail "cannot read kubectl's user (kubectl auth whoami)"
+  kubectl annotate --local -f "$1" -o json "sexton.dev/requester=$stamp"
+}
+
 controller() { # ns log args...
   local ns=$1 log=$2; shift 2
   "$CTL_BIN" controller --namespace "$ns" --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 "$@" 2> "$log" &
@@ -187,7 +200,7 @@ scenario4() {
   done
   kubectl -n "$ns" wait --for=condition=Ready pod -l app=web --timeout=120s >/dev/null \
     || fail "4: pods not Ready"
-  kubectl -n "$ns" apply -f "$M/ejob-sees-target.yaml" >/dev/null
+  stamped "$M/ejob-sees-target.yaml" | kubectl -n "$ns" apply -f - >/dev/null
   kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded ejob/sees-target --timeout=120s >/dev/null \
     || fail "4: $(kubectl -n "$ns" get ejob sees-target -o jsonpath='{.status}'); controller log $log"
   stop_controllers
@@ -478,7 +491,7 @@ scenario9() {
     sed "s/NAME/web-$p/" "$M/pod-nginx.yaml" | kubectl -n "$rns" apply -f - >/dev/null
   done
   kubectl -n "$rns" wait --for=condition=Ready pod -l app=web --timeout=120s >/dev/null || fail "9: the web pods are not Ready"
-  got=$(kubectl -n "$rns" create -f "$dir/examples-ephemeraljob.json" 2>&1) || fail "9: cannot create examples-ephemeraljob: $got"
+  got=$(stamped "$dir/examples-ephemeraljob.json" | kubectl -n "$rns" create -f - 2>&1) || fail "9: cannot create examples-ephemeraljob: $got"
   # the other examples/*.yaml together, in one namespace: `create` fails on a name used twice
   for f in "$dir"/examples-*.json; do
     [ "$f" != "$dir/examples-ephemeraljob.json" ] || continue

@@ -466,9 +466,16 @@ fn values_reach_the_objects_and_apply() {
         "dedicated"
     );
     let mwc = get(&objs, "MutatingWebhookConfiguration", "sexton-webhook");
+    let names: Vec<&str> = mwc["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    // annotatedPods=false: one webhook for pods; EphemeralJobs are stamped whatever it says
     assert_eq!(
-        mwc["webhooks"].as_array().unwrap().len(),
-        1,
+        names,
+        ["inject.sexton.dev", "requester.sexton.dev"],
         "annotatedPods=false"
     );
     // imagePullSecrets: the chart's own pods' list; webhook.readPodPullSecrets: the webhook
@@ -480,6 +487,19 @@ fn values_reach_the_objects_and_apply() {
     assert!(args_of(w).contains(&"--image-pull-secrets".to_string()));
     let rules = get(&objs, "ClusterRole", "sexton-webhook")["rules"].to_string();
     assert!(rules.contains(r#""resources":["secrets"]"#), "{rules}");
+    // the requester's stamp is checked, and the controller may ask what the requester may do
+    get(
+        &objs,
+        "ValidatingAdmissionPolicy",
+        "sexton-ephemeraljob-requester",
+    );
+    get(
+        &objs,
+        "ValidatingAdmissionPolicyBinding",
+        "sexton-ephemeraljob-requester",
+    );
+    let review = get(&objs, "ClusterRole", "sexton-controller-access-review");
+    assert_eq!(review["rules"][0]["resources"][0], "subjectaccessreviews");
     get(&objs, "ServiceMonitor", "sexton-controller");
     get(&objs, "ServiceMonitor", "sexton-webhook");
     binary_accepts_the_arguments(&objs);

@@ -316,10 +316,7 @@ async fn an_unreachable_api_server_is_named_as_the_cause() {
 /// `kubectl apply` of a list of objects as the admin.
 fn apply_all(objects: &serde_json::Value) {
     for o in objects.as_array().unwrap() {
-        let mut cmd = Command::new("kubectl");
-        cmd.args(["apply", "-f", "-"])
-            .env("KUBECONFIG", testenv().kubeconfig.as_os_str());
-        let out = output_with_input(&mut cmd, o.to_string().as_bytes());
+        let out = kubectl_with_input(&["apply", "-f", "-"], o.to_string().as_bytes());
         assert!(
             out.status.success(),
             "apply {o}: {}",

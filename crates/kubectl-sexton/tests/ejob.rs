@@ -52,15 +52,46 @@ fn ejob_json(name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({"apiVersion": "sexton.dev/v1alpha1", "kind": "EphemeralJob", "metadata": {"name": name}, "spec": s})).unwrap()
 }
 
+/// Creates a job as `client`'s user, stamped with that user as its requester (what the
+/// webhook does; these namespaces have no policy binding).
 async fn create_ejob(
     client: &Client,
     ns: &str,
     name: &str,
     spec: Value,
 ) -> Result<DynamicObject, kube::Error> {
+    let mut job = ejob_json(name, spec);
+    job.metadata.annotations = Some(BTreeMap::from([(
+        REQUESTER.to_string(),
+        own_stamp(client).await,
+    )]));
     ejob_api(client, ns)
-        .create(&PostParams::default(), &ejob_json(name, spec))
+        .create(&PostParams::default(), &job)
         .await
+}
+
+const REQUESTER: &str = "sexton.dev/requester";
+
+/// The `sexton.dev/requester` stamp of `client`'s user (as the API server sees it).
+async fn own_stamp(client: &Client) -> String {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review = Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &Default::default())
+        .await
+        .unwrap();
+    let u = review.status.unwrap().user_info.unwrap();
+    let mut lines = vec![format!("user={}", u.username.unwrap())];
+    lines.extend(u.uid.filter(|s| !s.is_empty()).map(|x| format!("uid={x}")));
+    lines.extend(
+        u.groups
+            .unwrap_or_default()
+            .iter()
+            .map(|g| format!("group={g}")),
+    );
+    for (k, vs) in u.extra.unwrap_or_default() {
+        lines.extend(vs.iter().map(|v| format!("extra={k}={v}")));
+    }
+    lines.join("\n")
 }
 
 /// `n` running pods labelled app=web, created in order web-0, web-1, ...
@@ -1078,4 +1109,287 @@ async fn ejob_an_admission_denial_fails_that_target_alone() {
     let why = s["refused"][0]["message"].as_str().unwrap();
     assert!(why.contains("PodSecurity"), "{s}");
     assert!(!why.contains("ClusterRole"), "{s}");
+}
+
+// --- The requester: the controller acts only within the rights of the job's creator ------
+
+/// The shipped ValidatingAdmissionPolicy (deploy/ephemeraljob-requester.yaml), bound to
+/// `ns` alone (other tests' jobs are stamped by hand, not checked), and in force: a forged
+/// stamp is refused on a server-side dry run.
+fn requester_policy_in(ns: &str) {
+    let file =
+        std::fs::read_to_string(format!("{}/deploy/ephemeraljob-requester.yaml", root())).unwrap();
+    let policy = file.split("\n---\n").next().unwrap();
+    // (server-side, as every apply of deploy/'s files in the tests: a client-side apply
+    // would own fields that controller.rs's server-side apply of deploy/ then conflicts on)
+    let out = kubectl_with_input(&["apply", "--server-side", "-f", "-"], policy.as_bytes());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": format!("requester-{ns}")},
+        "spec": {"policyName": "sexton-ephemeraljob-requester", "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}});
+    let out = kubectl_with_input(&["apply", "-f", "-"], binding.to_string().as_bytes());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let forged = stamped_job("in-force", "user=nobody");
+    let in_force = wait_until(LONG, || {
+        let out = create_as("admin", ns, &forged, &["--dry-run=server"]);
+        String::from_utf8_lossy(&out.stderr).contains("sexton-ephemeraljob-requester")
+    });
+    assert!(in_force, "the requester policy is not in force in {ns}");
+}
+
+/// A job whose annotation sexton.dev/requester says `stamp`, its container named `c`.
+fn stamped_job(name: &str, stamp: &str) -> Value {
+    let mut job = serde_json::to_value(ejob_json(name, json!({}))).unwrap();
+    job["metadata"]["annotations"] = json!({REQUESTER: stamp});
+    job
+}
+
+/// `kubectl create` as `user` (impersonated; `admin` is the admin itself).
+fn create_as(user: &str, ns: &str, job: &Value, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["create", "-n", ns, "-f", "-"];
+    let as_user = format!("--as={user}");
+    if user != "admin" {
+        args.push(&as_user);
+    }
+    args.extend(extra);
+    kubectl_with_input(&args, job.to_string().as_bytes())
+}
+
+/// The stamp of an impersonated user with no groups of their own (the API server adds
+/// system:authenticated).
+fn impersonated(user: &str) -> String {
+    format!("user={user}\ngroup=system:authenticated")
+}
+
+/// A Role of `rules` in `ns`, bound to user `user`.
+fn grant(ns: &str, user: &str, name: &str, rules: Value) {
+    for o in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": name, "namespace": ns}, "rules": rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": format!("{name}-{user}"), "namespace": ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}),
+    ] {
+        let out = kubectl_with_input(&["apply", "-f", "-"], o.to_string().as_bytes());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn may_create_jobs(ns: &str, user: &str) {
+    let rules = json!([{"apiGroups": ["sexton.dev"], "resources": ["ephemeraljobs"],
+                        "verbs": ["create", "get", "list", "watch", "delete", "patch", "update"]}]);
+    grant(ns, user, "ejob-creator", rules);
+}
+
+fn may_debug(ns: &str, user: &str) {
+    let rules =
+        json!([{"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["patch"]}]);
+    grant(ns, user, "debugger", rules);
+}
+
+/// A user who may create EphemeralJobs but not add ephemeral containers themselves (no
+/// `kubectl debug`) gets nothing injected: the target is refused, naming the user and the
+/// right. Another user with that right, in the same namespace, gets the injection.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_injects_only_what_the_requester_may() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-requester").await;
+    web_pods(&client, &ns, 1).await;
+    requester_policy_in(&ns);
+    for u in ["alice", "bob"] {
+        may_create_jobs(&ns, u);
+    }
+    may_debug(&ns, "bob");
+    let _ctl = ejob_controller(&scratch, "controller", &ns);
+    let out = create_as(
+        "alice",
+        &ns,
+        &stamped_job("alices", &impersonated("alice")),
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = wait_ejob(&client, &ns, "alices", "finished", |s| {
+        s["refusedCount"] == 1 && s["completionTime"].is_string()
+    })
+    .await;
+    assert_eq!(phase(&s), "Failed", "{s}");
+    let why = s["refused"][0]["message"].as_str().unwrap();
+    assert!(
+        why.contains("\"alice\"") && why.contains("patch pods/ephemeralcontainers"),
+        "{s}"
+    );
+    assert_eq!(injected(&client, &ns).await["web-0"], 0);
+
+    let mut bobs = stamped_job("bobs", &impersonated("bob"));
+    bobs["spec"]["template"]["ephemeralContainers"][0]["name"] = json!("probe");
+    let out = create_as("bob", &ns, &bobs, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_ejob(&client, &ns, "bobs", "injected", |s| {
+        s["running"] == 1 || s["waiting"] == 1
+    })
+    .await;
+    assert_eq!(injected(&client, &ns).await["web-0"], 1);
+}
+
+/// A termination message reaches the status only if the requester may read the
+/// container's output (`get pods/log`): bob may debug but not read logs, carol may both.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_a_termination_message_needs_the_requesters_pods_log_right() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-message").await;
+    web_pods(&client, &ns, 1).await;
+    requester_policy_in(&ns);
+    for u in ["bob", "carol"] {
+        may_create_jobs(&ns, u);
+        may_debug(&ns, u);
+    }
+    let logs = json!([{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]);
+    grant(&ns, "carol", "log-reader", logs);
+    let _ctl = ejob_controller(&scratch, "controller", &ns);
+    let secret = "DB_PASSWORD=hunter2";
+    let mut statuses = vec![];
+    for user in ["bob", "carol"] {
+        let container = format!("probe-{user}");
+        let mut job = stamped_job(user, &impersonated(user));
+        job["spec"]["template"]["ephemeralContainers"][0]["name"] = json!(container);
+        let out = create_as(user, &ns, &job, &[]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        wait_ejob(&client, &ns, user, "injected", |s| s["waiting"] == 1).await;
+        let done = json!({"terminated": {"exitCode": 1, "reason": "Error", "message": secret,
+                          "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}});
+        statuses.push(
+            json!({"name": container, "image": "busybox:1.36", "imageID": "", "ready": false,
+                             "restartCount": 0, "state": done}),
+        );
+    }
+    Api::<K8sPod>::namespaced(client.clone(), &ns)
+        .patch_status(
+            "web-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ephemeralContainerStatuses": statuses}})),
+        )
+        .await
+        .unwrap();
+    for (user, shown) in [("bob", false), ("carol", true)] {
+        let s = wait_ejob(&client, &ns, user, "finished", |s| {
+            s["completionTime"].is_string()
+        })
+        .await;
+        let message = s["targets"][0]["message"].as_str().unwrap_or_default();
+        assert_eq!(message == secret, shown, "{user}: {s}");
+        if !shown {
+            assert!(!s.to_string().contains(secret), "{user}: {s}");
+            assert!(
+                message.contains("withheld") && message.contains("get pods/log"),
+                "{user}: {s}"
+            );
+        }
+    }
+}
+
+/// The policy makes the stamp truthful and permanent: a job stamped with another user is
+/// refused, and so is any change to the stamp afterwards, by anyone.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_a_forged_or_changed_requester_is_refused() {
+    let (_scope, _client, ns, _scratch) = ejob_scenario("ejob-forged").await;
+    requester_policy_in(&ns);
+    may_create_jobs(&ns, "alice");
+    let forged = create_as(
+        "alice",
+        &ns,
+        &stamped_job("forged", &impersonated("bob")),
+        &[],
+    );
+    let err = String::from_utf8_lossy(&forged.stderr);
+    assert!(!forged.status.success() && err.contains(REQUESTER), "{err}");
+    let extra = format!("{}\ngroup=system:masters", impersonated("alice"));
+    let more = create_as("alice", &ns, &stamped_job("more", &extra), &[]);
+    assert!(!more.status.success(), "an extra group was accepted");
+    let unstamped = serde_json::to_value(ejob_json("none", json!({}))).unwrap();
+    let none = create_as("alice", &ns, &unstamped, &[]);
+    assert!(!none.status.success(), "a job without a stamp was accepted");
+
+    let out = create_as(
+        "alice",
+        &ns,
+        &stamped_job("true", &impersonated("alice")),
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let to_bob = format!("{REQUESTER}={}", impersonated("bob"));
+    let removed = format!("{REQUESTER}-");
+    for (who, change) in [("alice", &to_bob), ("admin", &to_bob), ("alice", &removed)] {
+        let mut args = vec![
+            "annotate",
+            "-n",
+            &ns,
+            "--overwrite",
+            "ephemeraljob/true",
+            change,
+        ];
+        let as_user = format!("--as={who}");
+        if who != "admin" {
+            args.push(&as_user);
+        }
+        let out = kubectl(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("cannot be changed"),
+            "{who} {change}: {err}"
+        );
+    }
+}
+
+/// A job that does not say who created it (a cluster without the webhook and the policy)
+/// injects nothing: it fails closed with a condition that says why.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_without_a_requester_is_refused() {
+    let (_scope, client, ns, scratch) = ejob_scenario("ejob-unstamped").await;
+    web_pods(&client, &ns, 1).await;
+    let _ctl = ejob_controller(&scratch, "controller", &ns);
+    for (name, stamp) in [("none", None), ("malformed", Some("group=devs"))] {
+        let mut job = serde_json::to_value(ejob_json(name, json!({}))).unwrap();
+        if let Some(stamp) = stamp {
+            job["metadata"]["annotations"] = json!({REQUESTER: stamp});
+        }
+        let out = create_as("admin", &ns, &job, &[]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = wait_ejob(&client, &ns, name, "Error", |s| phase(s) == "Error").await;
+        let c = &s["conditions"][0];
+        assert_eq!(c["reason"], "RequesterUnknown", "{s}");
+        assert!(c["message"].as_str().unwrap().contains(REQUESTER), "{s}");
+    }
+    assert_eq!(injected(&client, &ns).await["web-0"], 0);
 }

@@ -66,6 +66,7 @@ fn configuration(name: &str, base: &str, ca: Option<&str>, selector_key: Option<
                 "/mutate/annotated",
                 json!([{"key": "sexton.dev/inject", "operator": "NotIn", "values": ["enabled"]}, not_system])
             ),
+            requester_hook(base, ca),
         ]),
         // another webhook, on namespaces labelled `key=true`
         Some(key) => json!([hook(
@@ -79,6 +80,27 @@ fn configuration(name: &str, base: &str, ca: Option<&str>, selector_key: Option<
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": name},
         "webhooks": webhooks,
+    })
+}
+
+/// deploy/webhook.yaml's third webhook (EphemeralJob CREATE), here only in namespaces
+/// labelled `sexton.dev/inject=enabled`: other test processes' jobs are stamped by hand.
+fn requester_hook(base: &str, ca: Option<&str>) -> Value {
+    let mut client = json!({"url": format!("{base}/mutate/ephemeraljobs")});
+    if let Some(ca) = ca {
+        client["caBundle"] = json!(base64(ca.as_bytes()));
+    }
+    json!({
+        "name": "requester.sexton.dev",
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": client,
+        "rules": [{"operations": ["CREATE"], "apiGroups": ["sexton.dev"], "apiVersions": ["*"], "resources": ["ephemeraljobs"], "scope": "Namespaced"}],
+        "namespaceSelector": {"matchLabels": {"sexton.dev/inject": "enabled"}},
+        "failurePolicy": "Ignore",
+        "sideEffects": "None",
+        "timeoutSeconds": 5,
+        "reinvocationPolicy": "Never",
+        "matchPolicy": "Equivalent",
     })
 }
 
@@ -966,5 +988,74 @@ fn image_pull_secrets_are_read_only_when_asked() {
             );
         }
         drop(p);
+    }
+}
+
+/// An EphemeralJob is stamped with who creates it (the request's userInfo), over whatever
+/// its creator wrote in the annotation.
+#[tokio::test(flavor = "current_thread")]
+async fn an_ephemeraljob_is_stamped_with_its_creator() {
+    webhook();
+    ejob_crd();
+    let ns = labelled_namespace("wh-requester", &["sexton.dev/inject=enabled"]);
+    let job = |name: &str| {
+        json!({"apiVersion": "sexton.dev/v1alpha1", "kind": "EphemeralJob",
+               "metadata": {"name": name, "annotations": {"sexton.dev/requester": "user=system:admin\ngroup=system:masters"}},
+               "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"ephemeralContainers": [
+                   {"name": "probe", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                    "terminationMessagePolicy": "File", "targetContainerName": "app"}]}}})
+    };
+    for args in [
+        &[
+            "create",
+            "role",
+            "ejob",
+            "--verb=create",
+            "--resource=ephemeraljobs.sexton.dev",
+        ][..],
+        &[
+            "create",
+            "rolebinding",
+            "ejob",
+            "--role=ejob",
+            "--user=alice",
+        ],
+    ] {
+        let out = kubectl(&[args, &["-n", &ns]].concat());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let s = Scratch::new("wh-requester");
+    for (name, as_user, stamp) in [
+        (
+            "as-alice",
+            Some("--as=alice"),
+            "user=alice\ngroup=system:authenticated",
+        ),
+        (
+            "as-admin",
+            None,
+            "user=admin\ngroup=system:masters\ngroup=system:authenticated\nextra=authentication.kubernetes.io/credential-id=X509SHA256=",
+        ),
+    ] {
+        let f = s.path(&format!("{name}.json"));
+        std::fs::write(&f, job(name).to_string()).unwrap();
+        let mut args = vec![
+            "create",
+            "--dry-run=server",
+            "-o",
+            "json",
+            "-n",
+            &ns,
+            "-f",
+            f.to_str().unwrap(),
+        ];
+        args.extend(as_user);
+        let out = kubectl(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let created: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let got = created["metadata"]["annotations"]["sexton.dev/requester"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(got.starts_with(stamp), "{name}: {got:?}");
     }
 }

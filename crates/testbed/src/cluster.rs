@@ -124,6 +124,13 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// kubectl against the test API server, `input` on its stdin.
+pub fn kubectl_with_input(args: &[&str], input: &[u8]) -> std::process::Output {
+    let mut cmd = Command::new("kubectl");
+    cmd.env("KUBECONFIG", &testenv().kubeconfig).args(args);
+    crate::output_with_input(&mut cmd, input)
+}
+
 /// Installs the EphemeralJob CRD (deploy/crd-ephemeraljob.yaml) and waits until the API
 /// server serves it; once per test process. (Not `kubectl wait --for=condition=Established`:
 /// it fails at once on a CRD just created, whose status has no conditions yet.)

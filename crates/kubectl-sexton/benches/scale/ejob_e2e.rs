@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::ephemeraljob::{ENV_JOB_NAME, EphemeralJob};
+use crate::ephemeraljob::{ANNOTATION_REQUESTER, ENV_JOB_NAME, EphemeralJob, Requester};
 use crate::error::{Result, ctx};
 use crate::pods::{LABEL, MAIN};
 
@@ -55,6 +55,18 @@ fn job(ns: &str, name: &str, parallelism: i32) -> EphemeralJob {
         }
     }))
     .expect("ejob literal")
+}
+
+/// The requester stamp of the harness's own user (the controller acts only for a stamped
+/// requester; the test control plane runs no webhook to write it).
+async fn own_stamp(client: &Client) -> Result<String> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review = Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &Default::default())
+        .await
+        .map_err(ctx("asking who the harness is (SelfSubjectReview)"))?;
+    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
+    Ok(Requester::from_user_info(&user).stamp())
 }
 
 fn ours(pod: &Pod, job: &str) -> bool {
@@ -113,7 +125,10 @@ pub async fn run(
         .map_err(|_| "the harness's pod watch ended".to_string())?;
 
     let parallelism = targets as i32;
-    jobs.create(&PostParams::default(), &job(ns, name, parallelism))
+    let mut job = job(ns, name, parallelism);
+    job.metadata.annotations =
+        Some([(ANNOTATION_REQUESTER.to_string(), own_stamp(client).await?)].into());
+    jobs.create(&PostParams::default(), &job)
         .await
         .map_err(ctx("creating the EphemeralJob"))?;
     let created = Instant::now();

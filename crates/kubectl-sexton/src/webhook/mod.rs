@@ -1,6 +1,7 @@
 //! `kubectl-sexton webhook`: the mutating admission webhook. It injects Pods at creation
 //! (sexton-inject's `admit`), in namespaces labelled `sexton.dev/inject=enabled` and for Pods
-//! whose annotation asks for it, and repairs native sidecars that a later webhook stripped.
+//! whose annotation asks for it, and repairs native sidecars that a later webhook stripped;
+//! and it stamps who creates an EphemeralJob (`requester.rs`).
 //!
 //! Process shape: one multi-threaded tokio runtime; `POST /mutate` over TLS (certificate
 //! files reloaded when they change, or a self-managed CA and certificate in a Secret);
@@ -10,6 +11,7 @@
 mod certs;
 mod limits;
 mod metrics;
+mod requester;
 mod review;
 mod self_managed;
 mod server;
@@ -164,6 +166,7 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
     let routes = Router::new()
         .route("/mutate", post(review::mutate))
         .route("/mutate/annotated", post(review::mutate_annotated))
+        .route("/mutate/ephemeraljobs", post(requester::stamp))
         .with_state(reviewer.clone());
     let tls = match store.server_config(flags.client_ca_file.as_deref()) {
         Ok(tls) => tls,

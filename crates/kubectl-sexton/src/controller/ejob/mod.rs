@@ -4,6 +4,7 @@
 //! is its wiring into the process: kube-runtime's `Controller` over its own watch of jobs,
 //! woken by the changes of the shared pod feed that concern them.
 
+mod access;
 mod plan;
 pub mod policy;
 mod reconcile;

@@ -19,6 +19,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tracing::{info, instrument, warn};
 
+use super::access::{Access, Question};
 use super::plan::{Plan, containers_for, plan, selector_matches};
 use super::policy::Policy;
 use crate::controller::metrics::Metrics;
@@ -26,6 +27,7 @@ use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
 use crate::shared::api_error::Error;
 use crate::shared::ephemeraljob::{
     DEFAULT_TTL_AFTER_FINISHED, EphemeralJob, EphemeralJobStatus, Phase, REFUSED_CAP, Refused,
+    Requester,
 };
 
 /// How soon a job is looked at again while the pod cache is still being filled.
@@ -40,6 +42,8 @@ pub struct Ctx {
     pods: Store<Pod>,
     pods_filled: Arc<AtomicBool>,
     pub policy: Policy,
+    /// What each job's requester may do (SubjectAccessReview, cached briefly).
+    access: Access,
 }
 
 impl Ctx {
@@ -52,6 +56,7 @@ impl Ctx {
         policy: Policy,
     ) -> Self {
         Ctx {
+            access: Access::new(client.clone()),
             client,
             telemetry: Telemetry::new(CONTROLLER, metrics, recorder),
             pods,
@@ -134,6 +139,7 @@ pub async fn reconcile(job: Arc<EphemeralJob>, ctx: Arc<Ctx>) -> Result<Action, 
     let mut p = plan(&job, &pods, &now);
     report_conflicts(&job, &ctx, &p).await;
     inject_all(&job, &ctx, &pods, &mut p, &now).await?;
+    withhold_messages(&job, &ctx, &mut p).await;
     report_finish(&job, &ctx, &p).await;
     write_status(&job, &ctx, &old, &p.status).await?;
     let s = &p.status;
@@ -315,6 +321,15 @@ async fn inject_all(
         fail(job, ctx, p, &InjectFailure::Policy(why), now).await;
         return Ok(());
     }
+    let who = match requester(job) {
+        Ok(who) => who,
+        Err(why) => {
+            p.status.waiting -= p.inject.len() as i32;
+            p.inject.clear();
+            fail(job, ctx, p, &InjectFailure::NoRequester(why), now).await;
+            return Ok(());
+        }
+    };
     let api: Api<Pod> = ctx.api(job);
     let by_name: HashMap<&str, &Arc<Pod>> = pods
         .iter()
@@ -325,14 +340,17 @@ async fn inject_all(
         let pod = by_name.get(name.as_str()).copied();
         let rv = pod.and_then(|x| x.metadata.resource_version.clone());
         let full = pod.and_then(|x| ctx.policy.pod_refusal(x, job));
-        let api = &api;
+        let (api, who) = (&api, &who);
         async move {
             let outcome = match full {
                 Some(message) => Err(InjectFailure::Refused {
                     pod: name.clone(),
                     message,
                 }),
-                None => inject(job, ctx, api, &name, rv).await,
+                None => match requester_may_inject(job, ctx, who, &name).await {
+                    Ok(()) => inject(job, ctx, api, &name, rv).await,
+                    Err(refusal) => Err(refusal),
+                },
             };
             (name, outcome)
         }
@@ -366,6 +384,66 @@ async fn inject_all(
     report_injected(job, ctx, &injected).await;
     p.inject = names;
     result
+}
+
+/// The user the job acts for (its `sexton.dev/requester` stamp), or why there is none.
+fn requester(job: &EphemeralJob) -> Result<Requester, String> {
+    Requester::of(job.metadata.annotations.as_ref()).map_err(|why| {
+        format!(
+            "the EphemeralJob does not say who created it ({why}): the controller acts only for a known requester; install the sexton webhook (it stamps the creator) and the ValidatingAdmissionPolicy sexton-ephemeraljob-requester, then create the job again"
+        )
+    })
+}
+
+/// Whether the requester may add ephemeral containers to pod `name` themselves (else the
+/// pod is a refused target naming the missing right); an unanswered question is retried.
+async fn requester_may_inject(
+    job: &EphemeralJob,
+    ctx: &Ctx,
+    who: &Requester,
+    name: &str,
+) -> Result<(), InjectFailure> {
+    let ns = job.namespace().unwrap_or_default();
+    let q = Question::new(Question::INJECT, &ns, None);
+    let right = q.right();
+    match ctx.access.may(who, q, name).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(InjectFailure::Refused {
+            pod: name.into(),
+            message: format!(
+                "the requester {:?} may not {right} on pod {ns}/{name}: the controller injects only what the EphemeralJob's creator could (annotation sexton.dev/requester)",
+                who.user
+            ),
+        }),
+        Err(error) => Err(InjectFailure::Transient {
+            pod: name.into(),
+            error,
+        }),
+    }
+}
+
+/// Each target's termination message goes into the status only if the requester may read
+/// that container's output (`get pods/log` on the pod): the status is readable by whoever
+/// may get the job, and the message is the container's output (or its log's tail).
+async fn withhold_messages(job: &EphemeralJob, ctx: &Ctx, p: &mut Plan) {
+    let ns = job.namespace().unwrap_or_default();
+    let who = requester(job).ok();
+    for t in p.status.targets.iter_mut().filter(|t| t.message.is_some()) {
+        let q = Question::new(Question::READ_OUTPUT, &ns, None);
+        let right = q.right();
+        let why = match &who {
+            None => "the job has no valid requester stamp".to_string(),
+            Some(who) => match ctx.access.may(who, q, &t.pod).await {
+                Ok(true) => continue,
+                Ok(false) => format!(
+                    "the requester {:?} may not {right} on pod {ns}/{}",
+                    who.user, t.pod
+                ),
+                Err(e) => format!("cannot check whether the requester may {right} ({e})"),
+            },
+        };
+        t.message = Some(format!("(withheld: {why})"));
+    }
 }
 
 /// One Event for the pods injected by one reconciliation (not one per pod: a job over
@@ -477,6 +555,8 @@ pub enum InjectFailure {
     Refused { pod: String, message: String },
     /// The admin's policy does not allow the template (`policy.rs`).
     Policy(String),
+    /// The job does not say (truthfully) who created it: nothing is injected for it.
+    NoRequester(String),
     /// 5xx, transport errors: retried.
     Transient { pod: String, error: kube::Error },
 }
@@ -507,7 +587,10 @@ impl InjectFailure {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            InjectFailure::Unsupported(_) | InjectFailure::Forbidden(_) | InjectFailure::Policy(_)
+            InjectFailure::Unsupported(_)
+                | InjectFailure::Forbidden(_)
+                | InjectFailure::Policy(_)
+                | InjectFailure::NoRequester(_)
         )
     }
 
@@ -517,6 +600,7 @@ impl InjectFailure {
             InjectFailure::Unsupported(_) => "EphemeralContainersUnsupported",
             InjectFailure::Forbidden(_) => "Forbidden",
             InjectFailure::Policy(_) => "TemplateRefused",
+            InjectFailure::NoRequester(_) => "RequesterUnknown",
             InjectFailure::Refused { .. } | InjectFailure::Transient { .. } => "InjectFailed",
         }
     }
@@ -531,9 +615,9 @@ impl InjectFailure {
                 "not allowed to add ephemeral containers ({}); the controller's ClusterRole needs pods/ephemeralcontainers patch",
                 api_message(e)
             ),
-            InjectFailure::Refused { message, .. } | InjectFailure::Policy(message) => {
-                message.clone()
-            }
+            InjectFailure::Refused { message, .. }
+            | InjectFailure::Policy(message)
+            | InjectFailure::NoRequester(message) => message.clone(),
             InjectFailure::Transient { pod, error } => {
                 format!("adding ephemeral containers to pod {pod} failed: {error}")
             }

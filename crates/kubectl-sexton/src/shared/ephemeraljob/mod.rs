@@ -4,10 +4,12 @@
 //! `ejob results`).
 
 mod crd;
+mod requester;
 mod targets;
 mod types;
 
 pub use crd::crd_yaml;
+pub use requester::{ANNOTATION_REQUESTER, Requester};
 #[cfg(test)]
 pub use targets::is_ours;
 pub use targets::{Relation, pod_active, relation, result, target_state};
