@@ -198,16 +198,22 @@ fn help(path: &[String]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The subcommands a help text lists (its `Commands:` section), `help` left out.
+/// The subcommands a help text lists (its `Commands:` section, and the top level's
+/// `Server commands (...):` one), `help` left out.
 fn subcommands(help: &str) -> Vec<String> {
-    help.lines()
-        .skip_while(|l| *l != "Commands:")
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| *c != "help")
-        .map(str::to_string)
-        .collect()
+    let section = |heading: fn(&str) -> bool| {
+        help.lines()
+            .skip_while(move |l| !heading(l))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|c| *c != "help")
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let mut all = section(|l| l == "Commands:");
+    all.extend(section(|l| l.starts_with("Server commands")));
+    all
 }
 
 /// docs/cli.md holds `kubectl-sexton [COMMAND...] --help` of every command, as the binary
