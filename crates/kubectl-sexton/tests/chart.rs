@@ -572,9 +572,12 @@ fn publish_installs_the_chart_with_the_registrys_images() {
     let out = Command::new(format!("{ROOT}/scripts/publish.sh"))
         .args([registry, "--no-build", "--no-push", "--"])
         // (the CRD is the chart's own test's; a cluster-wide CRD another test applied
-        // without Helm's ownership would make the install refuse to adopt it)
+        // without Helm's ownership would make the install refuse to adopt it. The other
+        // cluster-wide objects, deploy/'s as other tests apply them, are adopted: a dry
+        // run changes nothing)
         .args([
             "--dry-run=server",
+            "--take-ownership",
             "--namespace",
             &ns.0,
             "--set",
