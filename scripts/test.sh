@@ -348,7 +348,8 @@ case $MODE in
       lint) need_go; timed lint lint ;;
       test) need_go; start_go_builds no-node; timed build build; timed go-builds wait_bg go-builds
         services; timed test cargo_tests ;;
-      arm64) timed images images; timed build build; timed arm64 arm64 ;;
+      arm64) need_go; start_go_builds no-node; timed images images; timed build build
+        timed go-builds wait_bg go-builds; services; timed arm64 arm64 ;;   # (api.rs: the API server)
       e2e) need_go; start_go_builds node; timed images images; timed go-builds wait_bg go-builds
         services; timed e2e e2e ;;
       release) start_release_tools; timed images images; timed release-tools wait_bg release-tools
