@@ -854,10 +854,7 @@ impl Core {
         });
         let mut actions = match &hook {
             None if signalled => vec![],
-            None => {
-                self.term_owed = Some(self.policy.grace_period);
-                vec![self.term_action(&cause)]
-            }
+            None => vec![self.term_action(&cause, self.policy.grace_period)],
             Some(PreStop::Sleep(_)) => vec![],
             Some(_) => vec![Action::RunPreStop],
         };
@@ -872,8 +869,10 @@ impl Core {
         actions
     }
 
-    fn term_action(&mut self, cause: &Cause) -> Action {
+    /// The stop's termination signal, owed `grace` from the moment it is sent.
+    fn term_action(&mut self, cause: &Cause, grace: Duration) -> Action {
         self.term_delivered = true;
+        self.term_owed = Some(grace);
         Action::Signal {
             signal: self.policy.term_signal,
             group: self.policy.signal_group,
@@ -893,8 +892,7 @@ impl Core {
         else {
             return vec![];
         };
-        let mut actions = vec![self.term_action(&cause)];
-        self.term_owed = Some(MIN_GRACE_AFTER_HOOK);
+        let mut actions = vec![self.term_action(&cause, MIN_GRACE_AFTER_HOOK)];
         self.phase = Phase::Stopping {
             cause,
             hook_until: None,

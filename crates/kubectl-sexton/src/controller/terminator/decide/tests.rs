@@ -499,25 +499,29 @@ fn swapped_sidecar_that_cannot_start_or_fails_is_reported() {
     assert!(matches!(decide(&old_exit, Q), Decision::Done(_)));
 }
 
-#[test]
-fn a_named_image_is_swapped_to_only_when_allowed() {
-    let p = pod(
+/// A finished main beside a running sidecar whose marker names `image`.
+fn marked_with_image(image: &str) -> Pod {
+    pod(
         "Never",
         "Running",
         vec![
             container("main", None, json!({})),
-            container(
-                "proxy",
-                Some((ENV_SIDECAR_IMAGE, "attacker.example/x:1")),
-                json!({}),
-            ),
+            container("proxy", Some((ENV_SIDECAR_IMAGE, image)), json!({})),
         ],
         &[("main", "0"), ("proxy", "running")],
-    );
-    let none = Images {
-        named: Named::Prefixes(&[]),
-        ..Q
-    };
+    )
+}
+
+/// No image allowed by name.
+const NO_ALLOW_LIST: Images = Images {
+    named: Named::Prefixes(&[]),
+    ..Q
+};
+
+#[test]
+fn a_named_image_is_swapped_to_only_when_allowed() {
+    let p = marked_with_image("attacker.example/x:1");
+    let none = NO_ALLOW_LIST;
     let problems = only_problems(decide(&p, none));
     assert_eq!(problems[0].reason, Reason::SwapRefusedImageNotAllowed);
     assert!(problems[0].message.contains("attacker.example/x:1"));
@@ -532,22 +536,9 @@ fn a_named_image_is_swapped_to_only_when_allowed() {
 #[test]
 fn naming_the_configured_quick_exit_image_needs_no_allow_list() {
     // examples/job-sidecar-terminator.yaml names the quick-exit image itself
-    let p = pod(
-        "Never",
-        "Running",
-        vec![
-            container("main", None, json!({})),
-            container(
-                "proxy",
-                Some((ENV_SIDECAR_IMAGE, "sexton-quick-exit:1")),
-                json!({}),
-            ),
-        ],
-        &[("main", "0"), ("proxy", "running")],
+    let p = marked_with_image("sexton-quick-exit:1");
+    assert_eq!(
+        swap_of(&decide(&p, NO_ALLOW_LIST)),
+        ["proxy->sexton-quick-exit:1"]
     );
-    let none = Images {
-        named: Named::Prefixes(&[]),
-        ..Q
-    };
-    assert_eq!(swap_of(&decide(&p, none)), ["proxy->sexton-quick-exit:1"]);
 }
