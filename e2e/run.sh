@@ -67,6 +67,19 @@ CTL_BIN="$ROOT/target/images/bin/linux-amd64/kubectl-sexton"
 [ -x "$CTL_BIN" ] || die "$CTL_BIN is missing: run scripts/images.sh first"
 kubectl apply --server-side -f "$ROOT/deploy/crd-ephemeraljob.yaml" >/dev/null
 kubectl wait --for=condition=Established --timeout=30s crd/ephemeraljobs.sexton.dev >/dev/null
+# The requester policy of deploy/ (the controller acts on a job's requester stamp only where a
+# change of it is refused), bound to the e2e namespaces alone: the control plane is the
+# cargo tests' too, whose namespaces bind it themselves or test its absence.
+awk '/^---$/ {exit} {print}' "$ROOT/deploy/ephemeraljob-requester.yaml" | kubectl apply --server-side -f - >/dev/null
+kubectl apply --server-side -f - >/dev/null <<'EOF'
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: sexton-e2e-ephemeraljob-requester}
+spec:
+  policyName: sexton-ephemeraljob-requester
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {sexton-e2e: "true"}}}
+EOF
 
 fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
 pass() { echo "e2e: ok: $*"; }
@@ -101,6 +114,17 @@ stamped() {
     | join("\n")') || fail "cannot read kubectl's user (kubectl auth whoami)"
   kubectl annotate --local -f "$1" -o json "sexton.dev/requester=$stamp"
 }
+# The requester policy's binding takes effect once the API server's policy cache has it:
+# wait for a forged stamp to be refused, so that no scenario's controller, finding a change
+# of its job's stamp accepted, refuses the job (RequesterUnprotected).
+policy_ns=$(fresh_ns policy)
+for _ in $(seq 60); do
+  got=$(kubectl annotate --local -f "$M/ejob-sees-target.yaml" -o json sexton.dev/requester=user=nobody \
+    | kubectl -n "$policy_ns" create --dry-run=server -f - 2>&1) && got=accepted
+  case $got in *sexton-ephemeraljob-requester*) break ;; esac
+  sleep 0.5
+done
+case $got in *sexton-ephemeraljob-requester*) ;; *) fail "the requester policy is not in force after 30 s: $got" ;; esac
 
 controller() { # ns log args...
   local ns=$1 log=$2; shift 2

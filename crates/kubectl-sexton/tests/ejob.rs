@@ -53,7 +53,7 @@ fn ejob_json(name: &str, spec: Value) -> DynamicObject {
 }
 
 /// Creates a job as `client`'s user, stamped with that user as its requester (what the
-/// webhook does; these namespaces have no policy binding).
+/// webhook does; the requester policy checks the stamp in the scenarios' namespaces).
 async fn create_ejob(
     client: &Client,
     ns: &str,
@@ -189,6 +189,21 @@ fn ejob_controller(scratch: &Scratch, name: &str, ns: &str) -> Ctl {
 }
 
 async fn ejob_scenario(
+    test: &str,
+) -> (
+    std::sync::RwLockReadGuard<'static, ()>,
+    Client,
+    String,
+    Scratch,
+) {
+    let (scope, client, ns, scratch) = ejob_scenario_without_policy(test).await;
+    requester_policy_in(&ns);
+    (scope, client, ns, scratch)
+}
+
+/// A scenario's namespace where the requester policy is not in force (a cluster without
+/// it): the controller acts on no stamp there.
+async fn ejob_scenario_without_policy(
     test: &str,
 ) -> (
     std::sync::RwLockReadGuard<'static, ()>,
@@ -1114,8 +1129,8 @@ async fn ejob_an_admission_denial_fails_that_target_alone() {
 // --- The requester: the controller acts only within the rights of the job's creator ------
 
 /// The shipped ValidatingAdmissionPolicy (deploy/ephemeraljob-requester.yaml), bound to
-/// `ns` alone (other tests' jobs are stamped by hand, not checked), and in force: a forged
-/// stamp is refused on a server-side dry run.
+/// `ns` alone (the namespaces of other tests and files stay unchecked), and in force: a
+/// forged stamp is refused on a server-side dry run.
 fn requester_policy_in(ns: &str) {
     let file =
         std::fs::read_to_string(format!("{}/deploy/ephemeraljob-requester.yaml", root())).unwrap();
@@ -1208,7 +1223,6 @@ fn may_debug(ns: &str, user: &str) {
 async fn ejob_injects_only_what_the_requester_may() {
     let (_scope, client, ns, scratch) = ejob_scenario("ejob-requester").await;
     web_pods(&client, &ns, 1).await;
-    requester_policy_in(&ns);
     for u in ["alice", "bob"] {
         may_create_jobs(&ns, u);
     }
@@ -1258,7 +1272,6 @@ async fn ejob_injects_only_what_the_requester_may() {
 async fn ejob_a_termination_message_needs_the_requesters_pods_log_right() {
     let (_scope, client, ns, scratch) = ejob_scenario("ejob-message").await;
     web_pods(&client, &ns, 1).await;
-    requester_policy_in(&ns);
     for u in ["bob", "carol"] {
         may_create_jobs(&ns, u);
         may_debug(&ns, u);
@@ -1316,7 +1329,6 @@ async fn ejob_a_termination_message_needs_the_requesters_pods_log_right() {
 #[tokio::test(flavor = "current_thread")]
 async fn ejob_a_forged_or_changed_requester_is_refused() {
     let (_scope, _client, ns, _scratch) = ejob_scenario("ejob-forged").await;
-    requester_policy_in(&ns);
     may_create_jobs(&ns, "alice");
     let forged = create_as(
         "alice",
@@ -1372,7 +1384,8 @@ async fn ejob_a_forged_or_changed_requester_is_refused() {
 /// injects nothing: it fails closed with a condition that says why.
 #[tokio::test(flavor = "current_thread")]
 async fn ejob_without_a_requester_is_refused() {
-    let (_scope, client, ns, scratch) = ejob_scenario("ejob-unstamped").await;
+    // (no policy here: it would refuse these jobs at admission)
+    let (_scope, client, ns, scratch) = ejob_scenario_without_policy("ejob-unstamped").await;
     web_pods(&client, &ns, 1).await;
     let _ctl = ejob_controller(&scratch, "controller", &ns);
     for (name, stamp) in [("none", None), ("malformed", Some("group=devs"))] {
@@ -1392,4 +1405,39 @@ async fn ejob_without_a_requester_is_refused() {
         assert!(c["message"].as_str().unwrap().contains(REQUESTER), "{s}");
     }
     assert_eq!(injected(&client, &ns).await["web-0"], 0);
+}
+
+/// Where no policy keeps a stamp from being changed, a truthful stamp is not trusted
+/// either (anyone who may update the job could have written it): the job fails closed with
+/// a condition that says what to install, and nothing is injected. Once the policy is in
+/// force in the namespace, the next job runs.
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_acts_only_where_the_requester_stamp_is_protected() {
+    let (_scope, client, ns, scratch) = ejob_scenario_without_policy("ejob-unprotected").await;
+    web_pods(&client, &ns, 1).await;
+    let _ctl = ejob_controller(&scratch, "controller", &ns);
+    create_ejob(&client, &ns, "before", json!({}))
+        .await
+        .unwrap();
+    let s = wait_ejob(&client, &ns, "before", "Error", |s| phase(s) == "Error").await;
+    let c = &s["conditions"][0];
+    assert_eq!(c["reason"], "RequesterUnprotected", "{s}");
+    let why = c["message"].as_str().unwrap();
+    assert!(
+        why.contains("dry run") && why.contains("sexton-ephemeraljob-requester"),
+        "{s}"
+    );
+    assert_eq!(injected(&client, &ns).await["web-0"], 0);
+
+    requester_policy_in(&ns);
+    create_ejob(&client, &ns, "after", json!({})).await.unwrap();
+    let end = Instant::now() + LONG;
+    while injected(&client, &ns).await["web-0"] == 0 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        injected(&client, &ns).await["web-0"],
+        1,
+        "a job created once the policy is in force is acted on"
+    );
 }

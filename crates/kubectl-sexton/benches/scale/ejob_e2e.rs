@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event, watcher};
 use serde::Serialize;
 use serde_json::json;
@@ -69,6 +69,59 @@ async fn own_stamp(client: &Client) -> Result<String> {
     Ok(Requester::from_user_info(&user).stamp())
 }
 
+/// The requester policy of deploy/, bound to `ns` alone, and in force (a forged stamp is
+/// refused on a dry run): the controller acts on a stamp only where a change of it would be
+/// refused, which it asks the API server before its first injection (`stamp_guard.rs`).
+async fn protect_stamps(client: &Client, ns: &str) -> Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/ephemeraljob-requester.yaml"
+    );
+    let yaml = std::fs::read_to_string(file).map_err(ctx(format!("reading {file}")))?;
+    let first = yaml.split("\n---\n").next().unwrap_or_default();
+    let policy: ValidatingAdmissionPolicy =
+        serde_saphyr::from_str(first).map_err(ctx(format!("reading the policy of {file}")))?;
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": format!("sexton-bench-{ns}")},
+        "spec": {"policyName": policy.metadata.name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}
+    }))
+    .expect("binding literal");
+    let apply = PatchParams::apply("sexton-bench").force();
+    let name = policy.metadata.name.clone().unwrap_or_default();
+    Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .patch(&name, &apply, &Patch::Apply(&policy))
+        .await
+        .map_err(ctx("applying the requester policy"))?;
+    let bname = binding.metadata.name.clone().unwrap_or_default();
+    Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .patch(&bname, &apply, &Patch::Apply(&binding))
+        .await
+        .map_err(ctx("binding the requester policy"))?;
+    let mut forged = job(ns, "forged", 1);
+    forged.metadata.annotations =
+        Some([(ANNOTATION_REQUESTER.to_string(), "user=nobody".to_string())].into());
+    let jobs: Api<EphemeralJob> = Api::namespaced(client.clone(), ns);
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < end {
+        match jobs.create(&dry_run, &forged).await {
+            Err(kube::Error::Api(e)) if e.message.contains(&name) => return Ok(()),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    Err(format!(
+        "the requester policy {name} is not in force in {ns} after 30 s"
+    ))
+}
+
 fn ours(pod: &Pod, job: &str) -> bool {
     pod.spec
         .as_ref()
@@ -124,6 +177,7 @@ pub async fn run(
         .map_err(|_| "the harness's pod watch did not list the pods within 120 s".to_string())?
         .map_err(|_| "the harness's pod watch ended".to_string())?;
 
+    protect_stamps(client, ns).await?;
     let parallelism = targets as i32;
     let mut job = job(ns, name, parallelism);
     job.metadata.annotations =

@@ -8,6 +8,7 @@ mod access;
 mod plan;
 pub mod policy;
 mod reconcile;
+mod stamp_guard;
 
 use std::sync::Arc;
 

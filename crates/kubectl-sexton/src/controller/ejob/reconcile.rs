@@ -22,6 +22,7 @@ use tracing::{info, instrument, warn};
 use super::access::{Access, Question};
 use super::plan::{Plan, containers_for, plan, selector_matches};
 use super::policy::Policy;
+use super::stamp_guard::{Stamp, StampGuard};
 use crate::controller::metrics::Metrics;
 use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
 use crate::shared::api_error::Error;
@@ -44,6 +45,8 @@ pub struct Ctx {
     pub policy: Policy,
     /// What each job's requester may do (SubjectAccessReview, cached briefly).
     access: Access,
+    /// Whether requester stamps are protected in a namespace (a dry run, cached briefly).
+    stamps: StampGuard,
 }
 
 impl Ctx {
@@ -57,6 +60,7 @@ impl Ctx {
     ) -> Self {
         Ctx {
             access: Access::new(client.clone()),
+            stamps: StampGuard::new(client.clone()),
             client,
             telemetry: Telemetry::new(CONTROLLER, metrics, recorder),
             pods,
@@ -321,12 +325,12 @@ async fn inject_all(
         fail(job, ctx, p, &InjectFailure::Policy(why), now).await;
         return Ok(());
     }
-    let who = match requester(job) {
+    let who = match trusted_requester(job, ctx).await? {
         Ok(who) => who,
-        Err(why) => {
+        Err(failure) => {
             p.status.waiting -= p.inject.len() as i32;
             p.inject.clear();
-            fail(job, ctx, p, &InjectFailure::NoRequester(why), now).await;
+            fail(job, ctx, p, &failure, now).await;
             return Ok(());
         }
     };
@@ -393,6 +397,28 @@ fn requester(job: &EphemeralJob) -> Result<Requester, String> {
             "the EphemeralJob does not say who created it ({why}): the controller acts only for a known requester; install the sexton webhook (it stamps the creator) and the ValidatingAdmissionPolicy sexton-ephemeraljob-requester, then create the job again"
         )
     })
+}
+
+/// The user the job acts for, if its stamp says who and the namespace keeps stamps from
+/// being changed (`stamp_guard.rs`); else the failure that puts the job in phase Error.
+/// An unanswered question about the stamp's protection is retried.
+async fn trusted_requester(
+    job: &EphemeralJob,
+    ctx: &Ctx,
+) -> Result<Result<Requester, InjectFailure>, Error> {
+    let who = match requester(job) {
+        Ok(who) => who,
+        Err(why) => return Ok(Err(InjectFailure::NoRequester(why))),
+    };
+    match ctx.stamps.check(job).await {
+        Ok(Stamp::Protected) => Ok(Ok(who)),
+        Ok(Stamp::Unprotected(why)) => Ok(Err(InjectFailure::StampUnprotected(why))),
+        Err(e) => Err(Error::api(
+            key(job),
+            "checking that its requester stamp is protected",
+            e,
+        )),
+    }
 }
 
 /// Whether the requester may add ephemeral containers to pod `name` themselves (else the
@@ -557,6 +583,8 @@ pub enum InjectFailure {
     Policy(String),
     /// The job does not say (truthfully) who created it: nothing is injected for it.
     NoRequester(String),
+    /// The job's namespace lets a stamp be changed: it cannot be trusted.
+    StampUnprotected(String),
     /// 5xx, transport errors: retried.
     Transient { pod: String, error: kube::Error },
 }
@@ -591,6 +619,7 @@ impl InjectFailure {
                 | InjectFailure::Forbidden(_)
                 | InjectFailure::Policy(_)
                 | InjectFailure::NoRequester(_)
+                | InjectFailure::StampUnprotected(_)
         )
     }
 
@@ -601,6 +630,7 @@ impl InjectFailure {
             InjectFailure::Forbidden(_) => "Forbidden",
             InjectFailure::Policy(_) => "TemplateRefused",
             InjectFailure::NoRequester(_) => "RequesterUnknown",
+            InjectFailure::StampUnprotected(_) => "RequesterUnprotected",
             InjectFailure::Refused { .. } | InjectFailure::Transient { .. } => "InjectFailed",
         }
     }
@@ -617,7 +647,8 @@ impl InjectFailure {
             ),
             InjectFailure::Refused { message, .. }
             | InjectFailure::Policy(message)
-            | InjectFailure::NoRequester(message) => message.clone(),
+            | InjectFailure::NoRequester(message)
+            | InjectFailure::StampUnprotected(message) => message.clone(),
             InjectFailure::Transient { pod, error } => {
                 format!("adding ephemeral containers to pod {pod} failed: {error}")
             }
