@@ -71,11 +71,6 @@ impl Answer {
         self
     }
 
-    /// The encoded patch's size (0: none).
-    pub fn patch_len(&self) -> usize {
-        self.patch.as_ref().map_or(0, Vec::len)
-    }
-
     /// The answer without its patch (the warnings kept).
     pub fn unchanged(mut self) -> Self {
         self.patch = None;

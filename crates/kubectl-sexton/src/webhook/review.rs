@@ -208,14 +208,15 @@ fn refused(why: String) -> Admission {
 }
 
 /// Reviews of at most this many bytes are injected on the async worker that read them when
-/// every image `wrap` needs is cached (the usual case: tens of microseconds of work, less
-/// than handing it to another thread costs); larger ones, and those that need a lookup, on
-/// a blocking thread.
+/// every image `wrap` needs is cached (the usual case: a fraction of a millisecond of work,
+/// where handing it to another thread adds a wake-up on a busy machine); larger ones, and
+/// those that need a lookup, on a blocking thread.
 const INLINE_BYTES: usize = 64 << 10;
 
-/// sexton-inject's decision, computed once: on this worker when it is small and needs no
-/// lookup, else off the async workers (it is CPU work on a tree of up to the body limit),
-/// with the images `wrap` needs looked up as it asks for them.
+/// sexton-inject's decision: on this worker when the review is small and needs no lookup;
+/// else (or when that first attempt asked for an image not cached, its result dropped) off
+/// the async workers (it is CPU work on a tree of up to the body limit), with the images
+/// `wrap` needs looked up as it asks for them.
 async fn injected_once(
     reviewer: &Arc<Reviewer>,
     pod: Value,
@@ -229,16 +230,9 @@ async fn injected_once(
             reviewer,
             missed: std::cell::Cell::new(false),
         };
-        let inline = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            admit(&pod, scope, &options, &cached)
-        }));
-        match inline {
-            Ok(a) if !cached.missed.get() => return a,
-            Ok(_) => {}
-            Err(_) => {
-                warn!("the injection failed (a panic); admitting unchanged");
-                return Admission::default();
-            }
+        let admission = admit(&pod, scope, &options, &cached);
+        if !cached.missed.get() {
+            return admission;
         }
     }
     let resolver = LazyLookup {
