@@ -551,6 +551,19 @@ async fn a_pod_over_the_container_limit_is_admitted_unchanged_with_a_warning() {
         .await,
     );
     assert!(!r["patch"].is_null(), "{r}");
+    // in base64, as admission.k8s.io/v1 defines it (kube-rs's answer had a list of numbers)
+    assert_eq!(r["patchType"], "JSONPatch", "{r}");
+    let ops: Value = {
+        use base64::Engine;
+        let text = r["patch"].as_str().expect("the patch as base64 text");
+        serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert!(ops.as_array().is_some_and(|o| !o.is_empty()), "{ops}");
 }
 
 #[tokio::test]

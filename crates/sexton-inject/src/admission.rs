@@ -14,8 +14,8 @@ use crate::entrypoint::Resolve;
 use crate::options::{Mechanism, Options};
 use crate::record::{self, Record};
 use crate::report::Outcome;
-use crate::resource::inject;
-use crate::template::{Template, name};
+use crate::resource::inject_copy;
+use crate::template::{Template, list, name};
 
 /// Init containers that were native sidecars when sexton first saw the Pod, whoever made
 /// them so: repaired like sexton's own if a later webhook strips their `restartPolicy`.
@@ -49,17 +49,19 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
     {
         return Admission::default();
     }
-    let mut changed = pod.clone();
+    // The Pod as it is to be admitted: copied only once something is to change, so that a
+    // Pod admitted unchanged costs no copy and no diff.
+    let mut changed = None;
     let mut warnings = vec![];
-    let outcome = match record::read(&Template(&mut changed)) {
+    let outcome = match record::read_object(pod) {
         Some(Ok(r)) => {
-            warnings.extend(repair(&mut changed, Some(&r)));
+            warnings.extend(repair(pod, &mut changed, Some(&r)));
             None
         }
         Some(Err(e)) => Some(Outcome::Refused(e.to_string())),
         None => {
-            warnings.extend(repair(&mut changed, None));
-            let out = first_pass(&mut changed, opts, resolver);
+            warnings.extend(repair(pod, &mut changed, None));
+            let out = first_pass(pod, &mut changed, opts, resolver);
             match &out {
                 Outcome::Refused(why) => {
                     warnings.push(format!("sexton: pod admitted unchanged: {why}"))
@@ -73,41 +75,59 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
         }
     };
     Admission {
-        patch: json_patch::diff(pod, &changed),
+        patch: match &changed {
+            Some(changed) => json_patch::diff(pod, changed),
+            None => json_patch::Patch::default(),
+        },
         warnings,
         outcome,
     }
 }
 
+/// The Pod as changed so far (the one from the review until something changes).
+fn current<'a>(pod: &'a Value, changed: &'a Option<Value>) -> &'a Value {
+    changed.as_ref().unwrap_or(pod)
+}
+
+/// The Pod to change: the copy, made now if there is none yet.
+fn edited<'a>(pod: &Value, changed: &'a mut Option<Value>) -> &'a mut Value {
+    changed.get_or_insert_with(|| pod.clone())
+}
+
 /// The first time the webhook sees the Pod: the native sidecars it already has are noted
 /// (to be repaired later), then it is injected.
-fn first_pass(pod: &mut Value, opts: &Options, resolver: &dyn Resolve) -> Outcome {
-    let native: Vec<String> = Template(pod)
-        .init_containers()
+fn first_pass(
+    pod: &Value,
+    changed: &mut Option<Value>,
+    opts: &Options,
+    resolver: &dyn Resolve,
+) -> Outcome {
+    let before = current(pod, changed);
+    let native: Vec<String> = list(&before["spec"], "initContainers")
         .iter()
         .filter(|c| c["restartPolicy"] == "Always")
         .map(|c| name(c).to_string())
         .collect();
-    let reports = inject(pod, opts, resolver);
-    if !native.is_empty() {
-        Template(pod).set_annotation(ANNOTATION_NATIVE, native.join(","));
+    let (injected, outcome) = inject_copy(before, opts, resolver);
+    if injected.is_some() {
+        *changed = injected;
     }
-    reports
-        .into_iter()
-        .next()
-        .map(|r| r.outcome)
-        .unwrap_or(Outcome::Skipped)
+    if !native.is_empty() {
+        Template(edited(pod, changed)).set_annotation(ANNOTATION_NATIVE, native.join(","));
+    }
+    outcome
 }
 
 /// Gives back `restartPolicy: Always` to the native sidecars that lost it: sexton's, those
 /// noted on the first pass, and init containers with probes or lifecycle hooks (which only
 /// a native sidecar may have); one warning per repair, and per sidecar that is gone.
-fn repair(pod: &mut Value, record: Option<&Record>) -> Vec<String> {
+fn repair(pod: &Value, changed: &mut Option<Value>, record: Option<&Record>) -> Vec<String> {
     let mut names: Vec<String> = record
         .filter(|r| matches!(r.mechanism, Mechanism::Native | Mechanism::NativeWrap))
         .map(|r| r.moved.iter().map(|m| m.name.clone()).collect())
         .unwrap_or_default();
-    let noted = pod["metadata"]["annotations"][ANNOTATION_NATIVE]
+    let before = current(pod, changed);
+    let noted = before["metadata"]["annotations"][ANNOTATION_NATIVE]
         .as_str()
         .unwrap_or_default();
     for n in noted.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -116,24 +136,25 @@ fn repair(pod: &mut Value, record: Option<&Record>) -> Vec<String> {
         }
     }
     let mut warnings = vec![];
-    for n in inferred_sidecars(pod) {
+    for n in inferred_sidecars(before) {
         if !names.contains(&n) {
             names.push(n);
         }
     }
     for n in names {
-        let found = pod["spec"]["initContainers"]
-            .as_array_mut()
-            // (objects only: a forged review may have scalars in the list)
-            .and_then(|l| l.iter_mut().find(|c| c.is_object() && name(c) == n));
-        let Some(c) = found else {
+        // (objects only: a forged review may have scalars in the list)
+        let found = list(&current(pod, changed)["spec"], "initContainers")
+            .iter()
+            .position(|c| c.is_object() && name(c) == n);
+        let Some(i) = found else {
             warnings.push(format!(
                 "sexton: native sidecar {n:?} was removed from the pod by another mutating webhook; it cannot be restored"
             ));
             continue;
         };
-        if c["restartPolicy"] != "Always" {
-            c["restartPolicy"] = Value::from("Always");
+        if current(pod, changed)["spec"]["initContainers"][i]["restartPolicy"] != "Always" {
+            edited(pod, changed)["spec"]["initContainers"][i]["restartPolicy"] =
+                Value::from("Always");
             warnings.push(format!(
                 "sexton: restored restartPolicy: Always on native sidecar {n:?}, dropped by another mutating webhook (one built on an old k8s.io/api); without it the pod would never start its main containers, or be rejected"
             ));

@@ -120,7 +120,12 @@ impl Record {
 
 /// The record of a template, if it was injected.
 pub fn read(t: &Template) -> Option<Result<Record, RecordError>> {
-    let raw = t.annotation(ANNOTATION_INJECTED)?;
+    read_object(t.0)
+}
+
+/// [`read`], of a pod template that is not to be edited.
+pub fn read_object(template: &Value) -> Option<Result<Record, RecordError>> {
+    let raw = template["metadata"]["annotations"][ANNOTATION_INJECTED].as_str()?;
     let parsed = serde_json::from_str::<Value>(raw)
         .map_err(|e| RecordError::Unreadable(e.to_string()))
         .and_then(|v| match v["version"].as_u64() {

@@ -102,6 +102,32 @@ pub fn inject(doc: &mut Value, opts: &Options, resolver: &dyn Resolve) -> Vec<Re
     })
 }
 
+/// [`inject`] of a copy of `doc`: the copy if a template of it was injected (else nothing:
+/// `doc` stays as it came), and the first report's outcome. One copy, where `inject` on a
+/// copy would make a second of each template to restore it from.
+pub(crate) fn inject_copy(
+    doc: &Value,
+    opts: &Options,
+    resolver: &dyn Resolve,
+) -> (Option<Value>, Outcome) {
+    let mut copy = doc.clone();
+    let reports = if doc["kind"].as_str().is_some_and(|k| k.ends_with("List")) {
+        // (each item is restored on its own when it is not injected)
+        inject(&mut copy, opts, resolver)
+    } else {
+        for_each_template(&mut copy, &mut |t| inject_template(t, opts, resolver))
+    };
+    let injected = reports
+        .iter()
+        .any(|r| matches!(r.outcome, Outcome::Injected { .. }));
+    let outcome = reports
+        .into_iter()
+        .next()
+        .map(|r| r.outcome)
+        .unwrap_or(Outcome::Skipped);
+    (injected.then_some(copy), outcome)
+}
+
 /// Restores every injected pod template of `doc` to what it was.
 pub fn uninject(doc: &mut Value) -> Vec<Report> {
     for_each_template(doc, &mut |t| match record::read(t) {

@@ -8,6 +8,7 @@
 //! metrics and health on plain HTTP ports of their own; the API server's version read at
 //! start and every few minutes (for `auto`).
 
+mod answer;
 mod certs;
 mod limits;
 mod metrics;

@@ -13,14 +13,16 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::admission::Operation;
 use kube::runtime::events::{Event, EventType, Recorder};
+use serde::Deserialize;
 use serde_json::Value;
 use sexton_inject::{
     ANNOTATION_INJECT, Admission, ImageCommand, Options, Outcome, Resolve, Scope, Unresolved, admit,
 };
 use tracing::{debug, info, warn};
 
+use super::answer::{Answer, Request, Review};
 use super::limits::{CONCURRENT_REVIEWS, beyond_limits, escaped, patch_too_large, read_body};
 use super::metrics::WebhookMetrics;
 use crate::shared::registry::{RegistryOpts, lookup_all};
@@ -107,8 +109,8 @@ async fn answer(
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     let started = Instant::now();
-    let (review, pod) = match parse(&body) {
-        Ok(parsed) => parsed,
+    let mut review: Review = match serde_json::from_slice(&body) {
+        Ok(r) => r,
         Err(e) => {
             return (
                 StatusCode::BAD_REQUEST,
@@ -117,59 +119,41 @@ async fn answer(
                 .into_response();
         }
     };
+    let bytes = body.len();
     drop(body);
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("no request in the AdmissionReview: {e}"),
-            )
-                .into_response();
-        }
+    let Some(mut request) = review.request.take() else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "no request in the AdmissionReview".to_string(),
+        )
+            .into_response();
     };
-    let (response, result) = review_pod(&reviewer, &request, pod, scope).await;
+    let pod = request.object.take();
+    let allowed = Answer::allowed(&review, &request);
+    let (answer, result) = review_pod(&reviewer, &request, allowed, pod, scope, bytes).await;
     reviewer.metrics.reviewed(result, started.elapsed());
-    axum::Json(response.into_review()).into_response()
-}
-
-/// The review, and its object (the Pod) as JSON apart: parsed once, as a tree, without the
-/// copies that kube's typed object would make of it (its flattened fields are buffered,
-/// then converted again); the typed request keeps only the object's metadata.
-fn parse(body: &[u8]) -> Result<(AdmissionReview<DynamicObject>, Value), serde_json::Error> {
-    let mut doc: Value = serde_json::from_slice(body)?;
-    let mut pod = Value::Null;
-    if let Some(request) = doc.get_mut("request").and_then(Value::as_object_mut) {
-        request.remove("oldObject");
-        if let Some(object) = request.remove("object") {
-            let stub = serde_json::json!({
-                "apiVersion": object["apiVersion"],
-                "kind": object["kind"],
-                "metadata": object["metadata"],
-            });
-            request.insert("object".into(), stub);
-            pod = object;
-        }
-    }
-    Ok((serde_json::from_value(doc)?, pod))
+    answer.into_response()
 }
 
 /// The answer for one request, and its result label.
 async fn review_pod(
     reviewer: &Arc<Reviewer>,
-    request: &AdmissionRequest<DynamicObject>,
-    pod: Value,
+    request: &Request,
+    allowed: Answer,
+    pod: Option<Value>,
     scope: Scope,
-) -> (AdmissionResponse, &'static str) {
-    let allowed = AdmissionResponse::from(request);
-    if request.object.is_none() || !is_pod_create(request) {
+    bytes: usize,
+) -> (Answer, &'static str) {
+    let Some(pod) = pod.filter(|_| is_pod_create(request)) else {
         return (allowed, "skipped");
-    }
+    };
+    let name = pod_name(request, &pod);
+    let owner = refusal_owner(&pod);
     let options = reviewer.options.lock().expect("poisoned").clone();
     let namespace = request.namespace.clone().unwrap_or_default();
     let admission = match beyond_limits(&pod) {
         Some(why) if in_scope(&pod, scope) => refused(why),
-        _ => injected_once(reviewer, pod, scope, options, namespace).await,
+        _ => injected_once(reviewer, pod, scope, options, namespace, bytes).await,
     };
     let result = match &admission.outcome {
         None if admission.patch.is_empty() => "unchanged",
@@ -178,31 +162,31 @@ async fn review_pod(
         Some(Outcome::Refused(_)) => "refused",
         Some(_) => "unchanged",
     };
-    log(request, &admission.outcome, &admission.warnings);
+    log(request, &name, &admission.outcome, &admission.warnings);
     if let (Some(Outcome::Refused(why)), false) = (&admission.outcome, request.dry_run) {
-        refusal_event(reviewer, request, why.as_str()).await;
+        refusal_event(reviewer, request, &name, owner, why.as_str()).await;
     }
-    let mut response = allowed;
-    if !admission.warnings.is_empty() {
-        response.warnings = Some(admission.warnings);
-    }
+    let mut answer = allowed;
+    answer.warnings = admission.warnings;
     if admission.patch.is_empty() {
-        return (response, result);
+        return (answer, result);
     }
-    match response.with_patch(admission.patch) {
-        Ok(r) => match patch_too_large(r.patch.as_ref().map_or(0, Vec::len)) {
+    match serde_json::to_vec(&admission.patch) {
+        Ok(ops) => match patch_too_large(ops.len()) {
             // (checked on the encoded patch: what the API server would receive)
             Some(why) => {
-                warn!(pod = escaped(&pod_name(request), 512), "refused: {why}");
-                let mut unchanged = AdmissionResponse::from(request);
-                unchanged.warnings = Some(vec![format!("sexton: pod admitted unchanged: {why}")]);
+                warn!(pod = escaped(&name, 512), "refused: {why}");
+                let mut unchanged = answer.unchanged();
+                unchanged.warnings = vec![format!("sexton: pod admitted unchanged: {why}")];
                 (unchanged, "refused")
             }
-            None => (r, result),
+            None => (answer.with_patch(ops), result),
         },
         Err(e) => {
             warn!("cannot encode the patch ({e}); admitting unchanged");
-            (AdmissionResponse::from(request), "error")
+            let mut unchanged = answer.unchanged();
+            unchanged.warnings.clear();
+            (unchanged, "error")
         }
     }
 }
@@ -223,15 +207,34 @@ fn refused(why: String) -> Admission {
     }
 }
 
-/// sexton-inject's decision, computed once, off the async workers (it is CPU work on a
-/// tree of up to the body limit); the images `wrap` needs are looked up as it asks for them.
+/// Reviews of at most this many bytes are injected on the async worker that read them when
+/// every image `wrap` needs is cached (the usual case: a fraction of a millisecond of work,
+/// where handing it to another thread adds a wake-up on a busy machine); larger ones, and
+/// those that need a lookup, on a blocking thread.
+const INLINE_BYTES: usize = 64 << 10;
+
+/// sexton-inject's decision: on this worker when the review is small and needs no lookup;
+/// else (or when that first attempt asked for an image not cached, its result dropped) off
+/// the async workers (it is CPU work on a tree of up to the body limit), with the images
+/// `wrap` needs looked up as it asks for them.
 async fn injected_once(
     reviewer: &Arc<Reviewer>,
     pod: Value,
     scope: Scope,
     options: Options,
     namespace: String,
+    bytes: usize,
 ) -> Admission {
+    if bytes <= INLINE_BYTES {
+        let cached = CachedOnly {
+            reviewer,
+            missed: std::cell::Cell::new(false),
+        };
+        let admission = admit(&pod, scope, &options, &cached);
+        if !cached.missed.get() {
+            return admission;
+        }
+    }
     let resolver = LazyLookup {
         reviewer: reviewer.clone(),
         runtime: tokio::runtime::Handle::current(),
@@ -249,24 +252,26 @@ async fn injected_once(
     }
 }
 
-fn is_pod_create(request: &AdmissionRequest<DynamicObject>) -> bool {
+fn is_pod_create(request: &Request) -> bool {
     request.kind.kind == "Pod"
         && request.kind.group.is_empty()
         && request.operation == Operation::Create
 }
 
-fn pod_name(request: &AdmissionRequest<DynamicObject>) -> String {
-    let meta = request.object.as_ref().map(|o| &o.metadata);
-    let name = meta.and_then(|m| m.name.clone().or_else(|| m.generate_name.clone()));
+/// `namespace/name` (or `namespace/generateName` before the API server names the Pod).
+fn pod_name(request: &Request, pod: &Value) -> String {
+    let meta = &pod["metadata"];
+    let name = meta["name"]
+        .as_str()
+        .or_else(|| meta["generateName"].as_str());
     format!(
         "{}/{}",
-        request.namespace.clone().unwrap_or_default(),
+        request.namespace.as_deref().unwrap_or_default(),
         name.unwrap_or_default()
     )
 }
 
-fn log(request: &AdmissionRequest<DynamicObject>, outcome: &Option<Outcome>, warnings: &[String]) {
-    let pod = pod_name(request);
+fn log(request: &Request, pod: &str, outcome: &Option<Outcome>, warnings: &[String]) {
     match outcome {
         Some(Outcome::Injected {
             mechanism,
@@ -286,25 +291,28 @@ fn log(request: &AdmissionRequest<DynamicObject>, outcome: &Option<Outcome>, war
     }
 }
 
+/// The Pod's first owner, which a refusal's Event is about (read before the Pod is given
+/// to the injection; `None` if it has none, or none that reads as an owner reference).
+fn refusal_owner(pod: &Value) -> Option<OwnerReference> {
+    let first = pod["metadata"]["ownerReferences"].get(0)?;
+    OwnerReference::deserialize(first).ok()
+}
+
 /// A Warning Event about the refusal, on the Pod's owner (the Job, the ReplicaSet, ...): the
 /// Pod has no UID yet. Only about an owner that exists in the review's namespace with the
 /// UID the review names (a forged review cannot put Events on other objects), and with
 /// the text escaped and bounded. A bare Pod gets none: the warning reaches its creator.
-async fn refusal_event(reviewer: &Reviewer, request: &AdmissionRequest<DynamicObject>, why: &str) {
-    let Some(object) = request.object.as_ref() else {
+async fn refusal_event(
+    reviewer: &Reviewer,
+    request: &Request,
+    pod: &str,
+    owner: Option<OwnerReference>,
+    why: &str,
+) {
+    let (Some(namespace), Some(owner)) = (request.namespace.clone(), owner) else {
         return;
     };
-    let (Some(namespace), Some(owner)) = (
-        request.namespace.clone(),
-        object
-            .metadata
-            .owner_references
-            .as_ref()
-            .and_then(|o| o.first()),
-    ) else {
-        return;
-    };
-    if !owner_exists(&reviewer.client, &namespace, owner).await {
+    if !owner_exists(&reviewer.client, &namespace, &owner).await {
         debug!(
             owner = escaped(&owner.name, 256),
             "no refusal event: the owner is not one that exists in the namespace"
@@ -322,7 +330,7 @@ async fn refusal_event(reviewer: &Reviewer, request: &AdmissionRequest<DynamicOb
     let event = Event {
         type_: EventType::Warning,
         reason: "InjectRefused".into(),
-        note: Some(escaped(&format!("pod {}: {why}", pod_name(request)), 1024)),
+        note: Some(escaped(&format!("pod {pod}: {why}"), 1024)),
         action: "Inject".into(),
         secondary: None,
     };
@@ -360,6 +368,37 @@ async fn owner_exists(client: &kube::Client, namespace: &str, owner: &OwnerRefer
     }
 }
 
+impl Reviewer {
+    /// A lookup still fresh in the cache.
+    fn cached(&self, key: &str) -> Option<Lookup> {
+        let cache = self.lookups.lock().expect("poisoned");
+        let (at, r) = cache.get(key)?;
+        (at.elapsed() < ttl(r)).then(|| r.clone())
+    }
+}
+
+/// The lookups of the cache alone, from an async worker (which must not wait): a Pod
+/// with no pull Secrets to read whose images are all cached is injected there; any other
+/// lookup is `missed`, and the injection is done again on a blocking thread.
+struct CachedOnly<'a> {
+    reviewer: &'a Reviewer,
+    missed: std::cell::Cell<bool>,
+}
+
+impl Resolve for CachedOnly<'_> {
+    fn resolve(&self, image: &str) -> Lookup {
+        let found = match self.reviewer.pull_secrets {
+            // (the key LazyLookup uses when there are no pull Secrets to read)
+            None => self.reviewer.cached(&format!("|{image}")),
+            Some(_) => None,
+        };
+        found.unwrap_or_else(|| {
+            self.missed.set(true);
+            Err(Unresolved("not cached".into()))
+        })
+    }
+}
+
 /// The images' ENTRYPOINT and CMD as `wrap` asks for them, from the cache or looked up
 /// then (with the Pod's pull Secrets, if `--image-pull-secrets`, read at the first lookup:
 /// then cached per namespace and Secrets). Runs on a blocking thread: it waits for the
@@ -386,12 +425,8 @@ impl Resolve for LazyLookup {
             });
         let scope: Vec<&str> = secrets.iter().map(|(n, _)| n.as_str()).collect();
         let key = format!("{}|{image}", scope.join(","));
-        {
-            let cache = self.reviewer.lookups.lock().expect("poisoned");
-            if let Some((at, r)) = cache.get(&key).filter(|(at, r)| at.elapsed() < ttl(r)) {
-                let _ = at;
-                return r.clone();
-            }
+        if let Some(r) = self.reviewer.cached(&key) {
+            return r;
         }
         let opts = RegistryOpts {
             pull_secrets: secrets.clone(),
