@@ -117,15 +117,10 @@ fn verdict<T>(ns: &str, outcome: Result<T, kube::Error>) -> Result<Stamp, kube::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::ErrorResponse;
 
     fn refused(code: u16, message: &str) -> Result<(), kube::Error> {
-        Err(kube::Error::Api(ErrorResponse {
-            status: "Failure".into(),
-            message: message.into(),
-            reason: "Invalid".into(),
-            code,
-        }))
+        let status = kube::core::Status::failure(message, "Invalid").with_code(code);
+        Err(kube::Error::Api(Box::new(status)))
     }
 
     #[test]
