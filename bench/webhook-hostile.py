@@ -1,30 +1,87 @@
 #!/usr/bin/env python3
 """The webhook under hostile clients, on loopback (issue 29; BENCHMARKS.md "Admission
-webhook under hostile clients"): `kubectl-sexton webhook` with certificate files, a legitimate
-client on 127.0.0.1 sending AdmissionReviews one after another (a new TLS connection each, as
-after an idle close), first alone (quiet) and then beside hostile clients on other loopback
-addresses (127.0.1.N), in processes of their own: slow bodies (headers and one byte), idle
-TLS, oversize bodies (8 MiB declared; one a second per client), each client reconnecting
-as soon as the webhook closes it (a second after a refused connection), each address with
-more clients than the per-client limit. The legitimate p50/p99 in both phases and the webhook's peak RSS
-(VmHWM and sampled VmRSS). Then the memory per review at the limits: reviews of a Pod with
-64 containers (32 mains, 32 sidecars, wrap), and of 3 MiB with 75 000 JSON values, 4 sent at once.
+webhook under hostile clients"): `kubectl-sexton webhook` with certificate files and two
+legitimate clients on 127.0.0.1, each in a process of its own, sending AdmissionReviews one
+after another: one keeps its connection alive (HTTP/1.1 keep-alive, as the API server does),
+the other opens a new TLS connection for each review (as after an idle close). First alone
+(quiet), then beside hostile clients on other loopback addresses (127.0.1.N), in processes
+of their own: slow bodies (headers and one byte), idle TLS, oversize bodies (8 MiB declared;
+one a second per client), each client reconnecting as soon as the webhook closes it (a second
+after a refused connection), each address with more clients than the per-client limit.
 
-  bench/webhook-hostile.py BIN [--secs N] [--hostile-addresses N]   (run by bench/webhook-hostile.sh)
+Reported per phase and client: p50/p99, and for the per-connection client where the time
+went (TCP connect, TLS handshake, request to response) in its slowest reviews; for the
+webhook: peak RSS (VmHWM and sampled VmRSS), its CPU time, the longest accept queue seen on
+its port (/proc/net/tcp), and the kernel's listen-queue counters (nstat; they count the
+whole network namespace). Then the memory per review at the limits: reviews of a Pod with
+64 containers (32 mains, 32 sidecars, wrap), and of 3 MiB with 75 000 JSON values, 4 at once.
+
+Several binaries are run in turn, round after round (A B A B ...), so that a machine's load
+weighs on each alike; the summary gives each binary's medians over its rounds.
+
+  bench/webhook-hostile.py BIN [BIN ...] [--secs N] [--hostile-addresses N] [--rounds N]
+                           [--no-limits] [--timeline FILE]   (run by bench/webhook-hostile.sh)
 """
-import json, multiprocessing, os, socket, ssl, subprocess, sys, tempfile, threading, time
+import argparse, json, multiprocessing, os, socket, ssl, statistics, subprocess, sys, tempfile, threading, time
 
-BIN = sys.argv[1]
-ARGS = dict(zip(sys.argv[2::2], sys.argv[3::2]))
-SECS = float(ARGS.get("--secs", "20"))
-HOSTILE_ADDRS = int(ARGS.get("--hostile-addresses", "4"))
+P = argparse.ArgumentParser()
+P.add_argument("bins", nargs="+")
+P.add_argument("--secs", type=float, default=20)
+P.add_argument("--hostile-addresses", type=int, default=4)
+P.add_argument("--rounds", type=int, default=1)
+P.add_argument("--no-limits", action="store_true", help="skip the reviews at the limits")
+P.add_argument("--timeline", help="write every legitimate review's timings (JSON lines) here")
+OPT = P.parse_args()
 PER_CLIENT = 64
+PORT, CA = None, None
+
 
 def rss(pid, field="VmRSS"):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith(field + ":"):
             return int(line.split()[1]) // 1024
     return 0
+
+
+def cpu_secs(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def runqueue_wait(pid):
+    """Seconds the process's threads have spent runnable but waiting for a CPU (schedstat)."""
+    total = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(open(f"/proc/{pid}/task/{t}/schedstat").read().split()[1])
+        except (OSError, IndexError):
+            pass
+    return total / 1e9
+
+
+def machine_busy():
+    """(busy, total) clock ticks of all CPUs since boot (/proc/stat)."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(f) - f[3] - f[4], sum(f)
+
+
+def accept_queue(port):
+    """The listening socket's accept queue now (rx_queue of a LISTEN row of /proc/net/tcp)."""
+    for line in open("/proc/net/tcp"):
+        f = line.split()
+        if f[3] == "0A" and int(f[1].split(":")[1], 16) == port:
+            return int(f[4].split(":")[1], 16)
+    return 0
+
+
+NSTAT = ["TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPReqQFullDrop", "TcpExtSyncookiesSent", "TcpExtTCPSynRetrans"]
+
+
+def nstat():
+    out = subprocess.run(["nstat", "-az"], capture_output=True, text=True).stdout
+    got = {l.split()[0]: int(l.split()[1]) for l in out.splitlines() if l.split() and l.split()[0] in NSTAT}
+    return {k: got.get(k, 0) for k in NSTAT}
+
 
 def review(pod):
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
@@ -33,6 +90,7 @@ def review(pod):
         "namespace": "default", "operation": "CREATE", "userInfo": {"username": "bench"},
         "object": pod, "dryRun": False}}).encode()
 
+
 def job_pod():
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "job-", "annotations": {"sexton.dev/inject": "native"}},
             "spec": {"restartPolicy": "Never", "containers": [
@@ -40,11 +98,13 @@ def job_pod():
                 {"name": "proxy", "image": "proxy:1", "command": ["proxy"],
                  "env": [{"name": "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT", "value": "true"}]}]}}
 
+
 def crowded_pod(n=32):
     c = lambda role, i: {"name": f"{role}-{i}", "image": "app:1", "command": ["run"]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crowded", "annotations": {
         "sexton.dev/inject": "wrap", "sexton.dev/sidecars": ",".join(f"sidecar-{i}" for i in range(n))}},
         "spec": {"restartPolicy": "Never", "containers": [c("main", i) for i in range(n)] + [c("sidecar", i) for i in range(n)]}}
+
 
 def big_pod():
     # about 3 MiB in all, 75 000 values: long strings in a list of env vars
@@ -52,38 +112,110 @@ def big_pod():
     p = job_pod(); p["spec"]["containers"][0]["env"] = env
     return p
 
+
 def ctx():
     c = ssl.create_default_context(cafile=CA)
     c.check_hostname = False
     return c
 
-def connect(src):
-    s = socket.create_connection(("127.0.0.1", PORT), timeout=30, source_address=(src, 0))
-    return ctx().wrap_socket(s, server_hostname="127.0.0.1")
 
-def post(body, src="127.0.0.1"):
+def connect(src, timeline=None):
     t0 = time.perf_counter()
-    s = connect(src)
-    s.sendall(b"POST /mutate/annotated HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    got = b""
-    while True:
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=30, source_address=(src, 0))
+    t1 = time.perf_counter()
+    s = ctx().wrap_socket(s, server_hostname="127.0.0.1")
+    if timeline is not None:
+        timeline += [t1 - t0, time.perf_counter() - t1]
+    return s
+
+
+def request(body, close):
+    return (b"POST /mutate/annotated HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + (b"Connection: close\r\n" if close else b"") + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def response(s, buf=b""):
+    """One HTTP/1.1 response read from s (Content-Length framed): (status line, leftover)."""
+    while b"\r\n\r\n" not in buf:
         b = s.recv(65536)
         if not b:
-            break
-        got += b
-    s.close()
-    assert got.startswith(b"HTTP/1.1 200"), got[:200]
-    return time.perf_counter() - t0
+            raise ConnectionError("closed before a response head")
+        buf += b
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    length = next(int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:"))
+    while len(rest) < length:
+        b = s.recv(65536)
+        if not b:
+            raise ConnectionError("closed inside a response body")
+        rest += b
+    assert head.startswith(b"HTTP/1.1 200"), head[:200]
+    return head, rest[length:]
 
-def legit(secs):
-    body, lat, end = review(job_pod()), [], time.time() + secs
+
+def post(body, src="127.0.0.1"):
+    """One review over a new connection: (connect, TLS handshake, request to response, total) in seconds."""
+    t0, phases = time.perf_counter(), []
+    s = connect(src, phases)
+    t2 = time.perf_counter()
+    s.sendall(request(body, close=True))
+    response(s)
+    s.close()
+    t3 = time.perf_counter()
+    return phases + [t3 - t2, t3 - t0]
+
+
+def legit(kind, secs, port, ca, out):
+    """Reviews one after another for secs; kind "new" opens a connection for each, "kept"
+    keeps one alive (reconnecting only when the webhook closes it). Puts the samples
+    [start, connect, tls, response, total] (seconds; connect and tls 0 on a kept connection)."""
+    global PORT, CA
+    PORT, CA = port, ca
+    body, samples, end, s = review(job_pod()), [], time.time() + secs, None
+    waited, t0 = runqueue_wait(os.getpid()), time.time()
     while time.time() < end:
-        lat.append(post(body))
+        start = time.time()
+        if kind == "new":
+            samples.append([start] + post(body))
+        else:
+            t0, phases = time.perf_counter(), [0.0, 0.0]
+            if s is None:
+                phases = []
+                s = connect("127.0.0.1", phases)
+            t1 = time.perf_counter()
+            try:
+                s.sendall(request(body, close=False))
+                _, left = response(s)
+                assert not left
+            except (OSError, ConnectionError):
+                s.close(); s = None
+                continue  # closed by the webhook between two reviews (idle): not a latency
+            t2 = time.perf_counter()
+            samples.append([start] + phases + [t2 - t1, t2 - t0])
         time.sleep(0.01)
-    lat.sort()
-    return len(lat), lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000
+    out.put((samples, (runqueue_wait(os.getpid()) - waited) / (time.time() - t0)))
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q))] if xs else float("nan")
+
+
+def legit_phase(secs):
+    """Both legitimate clients at once, each in a process of its own: {kind: samples}."""
+    runs = {}
+    for kind in ("kept", "new"):
+        q = multiprocessing.Queue()
+        p = multiprocessing.Process(target=legit, args=(kind, secs, PORT, CA, q), daemon=True)
+        p.start()
+        runs[kind] = (p, q)
+    got = {kind: q.get(timeout=secs + 120) for kind, (p, q) in runs.items()}
+    for p, _ in runs.values():
+        p.join()
+    return {k: v[0] for k, v in got.items()}, {k: v[1] for k, v in got.items()}
+
 
 STOP = threading.Event()
+
 
 def hostile(kind, src, counts):
     while not STOP.is_set():
@@ -104,6 +236,7 @@ def hostile(kind, src, counts):
             counts[1] += 1
             time.sleep(1)
 
+
 def hostile_address(src, n, port, ca, stop, done):
     """n clients from address src, until stop is set; (ended, refused) to done."""
     global PORT, CA
@@ -115,68 +248,174 @@ def hostile_address(src, n, port, ca, stop, done):
     stop.wait()
     done.put(tuple(counts))
 
-def main():
-    global PORT, CA
-    d = tempfile.mkdtemp(prefix="sexton-bench-hostile-")
-    CA = f"{d}/tls.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", f"{d}/tls.key", "-out", CA],
-                   check=True, capture_output=True)
+
+class Watch:
+    """Samples the webhook's RSS and its port's accept queue every 100 ms while running."""
+
+    def __init__(self, pid, others=()):
+        self.pid, self.rss, self.queue, self.stop = pid, 0, 0, threading.Event()
+        self.others, self.others_cpu, self.busy = others, sum(cpu_secs(p) for p in others), machine_busy()
+        self.cpu, self.net, self.t = cpu_secs(pid), nstat(), time.perf_counter()
+        self.wait = runqueue_wait(pid)
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.rss = max(self.rss, rss(self.pid))
+            self.queue = max(self.queue, accept_queue(PORT))
+            time.sleep(0.1)
+
+    def end(self):
+        self.stop.set()
+        net = nstat()
+        took = time.perf_counter() - self.t
+        busy = machine_busy()
+        return {"machine_busy": (busy[0] - self.busy[0]) / max(1, busy[1] - self.busy[1]),
+                "hostile_cpu": (sum(cpu_secs(p) for p in self.others) - self.others_cpu) / took,
+                "peak_rss_mib": self.rss, "accept_queue_max": self.queue,
+                "webhook_cpu": (cpu_secs(self.pid) - self.cpu) / took,
+                "webhook_runqueue": (runqueue_wait(self.pid) - self.wait) / took,
+                "nstat": {k.replace("TcpExt", ""): net[k] - self.net[k] for k in NSTAT}}
+
+
+def summary(samples):
+    tot = [s[4] for s in samples]
+    out = {"n": len(tot), "p50": quantile(tot, 0.5) * 1000, "p99": quantile(tot, 0.99) * 1000}
+    slow = sorted(samples, key=lambda s: -s[4])[:max(1, len(samples) // 100)]
+    out["slowest"] = [[round(x * 1000, 1) for x in s[1:]] for s in slow]
+    out["connect_over_900ms"] = sum(1 for s in samples if s[1] > 0.9)
+    return out
+
+
+def start_webhook(binary, d):
+    global PORT
     s = socket.socket(); s.bind(("127.0.0.1", 0)); PORT = s.getsockname()[1]; s.close()
-    kc = f"{d}/kubeconfig"
-    open(kc, "w").write("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-                        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
-    w = subprocess.Popen([BIN, "webhook", "--listen", f"127.0.0.1:{PORT}", "--metrics-addr", "127.0.0.1:0",
+    w = subprocess.Popen([binary, "webhook", "--listen", f"127.0.0.1:{PORT}", "--metrics-addr", "127.0.0.1:0",
                           "--health-addr", "127.0.0.1:0", "--tls-cert-file", CA, "--tls-key-file", f"{d}/tls.key",
-                          "--kubernetes-version", "1.34", "--kubeconfig", kc, "--log-level", "error"],
+                          "--kubernetes-version", "1.34", "--kubeconfig", f"{d}/kubeconfig", "--log-level", "error"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", PORT), timeout=1).close(); break
+        except OSError:
+            time.sleep(0.1)
+    return w
+
+
+def one_run(binary, d, timeline):
+    """Quiet then hostile phase (then the limits) against a fresh webhook: a dict of results."""
+    global STOP
+    STOP = threading.Event()
+    w = start_webhook(binary, d)
+    res = {"bin": binary}
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", PORT), timeout=1).close(); break
-            except OSError:
-                time.sleep(0.1)
-        legit(2)
-        n, p50, p99 = legit(SECS)
-        print(f"quiet: {n} reviews, p50 {p50:.2f} ms, p99 {p99:.2f} ms, RSS {rss(w.pid)} MiB")
-        peak = [0]
-        def sample():
-            while not STOP.is_set():
-                peak[0] = max(peak[0], rss(w.pid)); time.sleep(0.1)
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        legit_phase(2)
+        watch = Watch(w.pid)
+        got, waits = legit_phase(OPT.secs)
+        res["quiet"] = {k: summary(v) | {"runqueue": waits[k]} for k, v in got.items()} | watch.end()
+        timeline("quiet", got)
         procs, stop = [], multiprocessing.Event()
-        for a in range(HOSTILE_ADDRS):
+        for a in range(OPT.hostile_addresses):
             q = multiprocessing.Queue()
             p = multiprocessing.Process(target=hostile_address, args=(f"127.0.1.{a + 1}", PER_CLIENT + 16, PORT, CA, stop, q), daemon=True)
             p.start()
             procs.append((p, q))
         time.sleep(3)
-        n, p50h, p99h = legit(SECS)
-        STOP.set()
+        watch = Watch(w.pid, [p.pid for p, _ in procs])
+        got, waits = legit_phase(OPT.secs)
+        res["hostile"] = {k: summary(v) | {"runqueue": waits[k]} for k, v in got.items()} | watch.end()
+        timeline("hostile", got)
         stop.set()
         ended = refused = 0
         for p, q in procs:
             e, r = q.get(timeout=30)
             ended, refused = ended + e, refused + r
             p.terminate()
-        print(f"hostile ({HOSTILE_ADDRS} addresses x {PER_CLIENT + 16} clients: slow bodies, idle TLS, 8 MiB bodies): "
-              f"{n} reviews, p50 {p50h:.2f} ms, p99 {p99h:.2f} ms ({p99h / p99:.2f}x quiet), peak RSS {peak[0]} MiB; "
-              f"hostile connections closed by the webhook {ended}, refused {refused}")
-        time.sleep(11)
-        base = rss(w.pid)
-        for name, pod in [("64 containers, wrap", crowded_pod()), ("3 MiB, 75 000 values", big_pod())]:
-            body = review(pod)
-            before = rss(w.pid, "VmHWM")
-            ts = [threading.Thread(target=post, args=(body,)) for _ in range(4)]
-            t0 = time.perf_counter()
-            for t in ts: t.start()
-            for t in ts: t.join()
-            took = (time.perf_counter() - t0) * 1000
-            print(f"at the limits: {name}: body {len(body)} bytes, 4 at once in {took:.0f} ms; "
-                  f"RSS {base} MiB before, peak (VmHWM) {max(before, rss(w.pid, 'VmHWM'))} MiB")
-        print(f"webhook peak RSS over the whole run (VmHWM): {rss(w.pid, 'VmHWM')} MiB (chart limit 256 MiB)")
+        res["hostile"] |= {"hostile_closed": ended, "hostile_refused": refused}
+        if not OPT.no_limits:
+            time.sleep(11)
+            res["limits"] = limits(w.pid)
+        res["vmhwm_mib"] = rss(w.pid, "VmHWM")
     finally:
         w.terminate(); w.wait()
+    return res
 
-main()
+
+def limits(pid):
+    out, base = [], rss(pid)
+    for name, pod in [("64 containers, wrap", crowded_pod()), ("3 MiB, 75 000 values", big_pod())]:
+        body = review(pod)
+        before = rss(pid, "VmHWM")
+        ts = [threading.Thread(target=post, args=(body,)) for _ in range(4)]
+        t0 = time.perf_counter()
+        for t in ts: t.start()
+        for t in ts: t.join()
+        out.append({"what": name, "body": len(body), "ms_for_4": round((time.perf_counter() - t0) * 1000),
+                    "rss_before_mib": base, "vmhwm_mib": max(before, rss(pid, "VmHWM"))})
+    return out
+
+
+def report(r):
+    print(f"== {r['bin']}")
+    for phase in ("quiet", "hostile"):
+        x = r[phase]
+        q = r["quiet"]
+        for kind in ("kept", "new"):
+            ratio = x[kind]["p99"] / q[kind]["p99"]
+            print(f"  {phase:7} {kind:4}: {x[kind]['n']:4} reviews, p50 {x[kind]['p50']:7.2f} ms, "
+                  f"p99 {x[kind]['p99']:8.2f} ms ({ratio:.2f}x quiet); the client waited for a CPU "
+                  f"{x[kind]['runqueue'] * 100:.0f}% of the time")
+        for kind in ("kept", "new"):
+            print(f"  {phase:7} {kind:4}: slowest 1% (connect, TLS, response, total ms): {x[kind]['slowest']}; "
+                  f"connects over 900 ms: {x[kind]['connect_over_900ms']}")
+        print(f"  {phase:7} machine: CPUs busy {x['machine_busy'] * 100:.0f}%, hostile clients' CPU {x['hostile_cpu']:.2f} cores")
+        print(f"  {phase:7} webhook: peak RSS {x['peak_rss_mib']} MiB, CPU {x['webhook_cpu']:.2f} cores, "
+              f"threads waiting for a CPU {x['webhook_runqueue']:.2f} on average, "
+              f"accept queue max {x['accept_queue_max']}, nstat {x['nstat']}"
+              + (f"; hostile connections closed by the webhook {x['hostile_closed']}, refused {x['hostile_refused']}"
+                 if phase == "hostile" else ""))
+    for l in r.get("limits", []):
+        print(f"  at the limits: {l['what']}: body {l['body']} bytes, 4 at once in {l['ms_for_4']} ms; "
+              f"RSS {l['rss_before_mib']} MiB before, peak (VmHWM) {l['vmhwm_mib']} MiB")
+    print(f"  webhook peak RSS over the run (VmHWM): {r['vmhwm_mib']} MiB (chart limit 256 MiB)", flush=True)
+
+
+def main():
+    global CA
+    d = tempfile.mkdtemp(prefix="sexton-bench-hostile-")
+    CA = f"{d}/tls.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", f"{d}/tls.key", "-out", CA],
+                   check=True, capture_output=True)
+    open(f"{d}/kubeconfig", "w").write(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
+    tl = open(OPT.timeline, "w") if OPT.timeline else None
+    results = []
+    for rnd in range(OPT.rounds):
+        for b in OPT.bins:
+            def timeline(phase, got):
+                if tl:
+                    for kind, samples in got.items():
+                        for s in samples:
+                            tl.write(json.dumps({"round": rnd, "bin": b, "phase": phase, "client": kind, "t": s}) + "\n")
+            r = one_run(b, d, timeline)
+            r["round"] = rnd
+            report(r)
+            results.append(r)
+    if len(results) > 1:
+        print("== medians over rounds (p99 ms quiet -> hostile, ratio)")
+        for b in OPT.bins:
+            rs = [r for r in results if r["bin"] == b]
+            for kind in ("kept", "new"):
+                qs = [r["quiet"][kind]["p99"] for r in rs]
+                hs = [r["hostile"][kind]["p99"] for r in rs]
+                ratios = [h / q for h, q in zip(hs, qs)]
+                print(f"  {b} {kind}: p99 {statistics.median(qs):.1f} -> {statistics.median(hs):.1f} ms, "
+                      f"ratio median {statistics.median(ratios):.2f} (each: {', '.join(f'{x:.2f}' for x in ratios)}); "
+                      f"peak RSS {max(r['vmhwm_mib'] for r in rs)} MiB")
+    print("json: " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

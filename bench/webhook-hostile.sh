@@ -2,21 +2,24 @@
 # The webhook under hostile clients (BENCHMARKS.md "Admission webhook under hostile clients"):
 # builds kubectl-sexton (profile release-nolto) unless --bin is given, then runs
 # bench/webhook-hostile.py against it on loopback. No API server is needed (the webhook's
-# client points at a closed port; these reviews make it call nothing).
-#   bench/webhook-hostile.sh [--bin FILE] [--secs N] [--hostile-addresses N]
+# client points at a closed port; these reviews make it call nothing). --bin may be given
+# more than once (say main's binary and a branch's): they are run in turn, round after round.
+#   bench/webhook-hostile.sh [--bin FILE]... [--rounds N] [--secs N] [--hostile-addresses N]
+#                            [--no-limits] [--timeline FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN="" PASS=()
+BINS=() PASS=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --bin) BIN=$2; shift ;;
-    --secs|--hostile-addresses) PASS+=("$1" "$2"); shift ;;
+    --bin) BINS+=("$2"); shift ;;
+    --secs|--hostile-addresses|--rounds|--timeline) PASS+=("$1" "$2"); shift ;;
+    --no-limits) PASS+=("$1") ;;
     *) echo "webhook-hostile.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
-if [ -z "$BIN" ]; then
+if [ ${#BINS[@]} -eq 0 ]; then
   cargo build --profile release-nolto --locked --workspace >&2
-  BIN=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
+  BINS=(target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton)
 fi
-exec python3 bench/webhook-hostile.py "$BIN" "${PASS[@]}"
+exec python3 bench/webhook-hostile.py "${BINS[@]}" "${PASS[@]}"

@@ -174,17 +174,30 @@ fn connector(ca: &str, cert: Option<(String, String)>) -> TlsConnector {
     TlsConnector::from(Arc::new(config))
 }
 
+/// A TCP connection to the webhook's port from loopback address `from`.
+async fn tcp(port: u16, from: [u8; 4]) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(IpAddr::from(from), 0))?;
+    socket
+        .connect(SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+}
+
 /// A TLS connection to the webhook from loopback address `from`.
 async fn connect(
     w: &Lone,
     from: [u8; 4],
     tls: &TlsConnector,
 ) -> std::io::Result<TlsStream<tokio::net::TcpStream>> {
-    let socket = TcpSocket::new_v4()?;
-    socket.bind(SocketAddr::new(IpAddr::from(from), 0))?;
-    let tcp = socket
-        .connect(SocketAddr::from(([127, 0, 0, 1], w.port)))
-        .await?;
+    tls_to(w.port, from, tls.clone()).await
+}
+
+async fn tls_to(
+    port: u16,
+    from: [u8; 4],
+    tls: TlsConnector,
+) -> std::io::Result<TlsStream<tokio::net::TcpStream>> {
+    let tcp = tcp(port, from).await?;
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
     tokio::time::timeout(PATIENCE, tls.connect(name, tcp)).await?
 }
@@ -498,6 +511,95 @@ async fn connections_are_bounded_per_client_and_readiness_follows_the_port() {
     );
     assert_eq!(r["allowed"], true);
     drop(held);
+}
+
+/// `server.rs::HANDSHAKES_PER_CLIENT`.
+const HANDSHAKES_PER_CLIENT: usize = 4;
+const WAITS_FOR_A_TURN: &str = "TLS handshake waits for a turn";
+
+/// Whether the webhook's log says `needle` `n` times within PATIENCE.
+async fn logged_times(w: &Lone, needle: &str, n: usize) -> bool {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        if w.process.logs().matches(needle).count() >= n {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Whether the webhook has closed `conn` (reads the end of the stream within PATIENCE).
+async fn closed_by_webhook(conn: &mut tokio::net::TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(PATIENCE, conn.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn handshakes_of_one_address_take_turns_and_timed_out_ones_give_theirs_back() {
+    let w = lone("hostile-handshakes", &[]);
+    let tls = connector(&w.ca, None);
+    let flooder = [127, 0, 0, 4];
+    // one connection more than the address has turns, none sending a ClientHello: one waits
+    let mut silent = vec![];
+    for _ in 0..=HANDSHAKES_PER_CLIENT {
+        silent.push(tcp(w.port, flooder).await.unwrap());
+    }
+    assert!(
+        logged_times(&w, WAITS_FOR_A_TURN, 1).await,
+        "{} handshakes of one address were all worked on at once",
+        HANDSHAKES_PER_CLIENT + 1
+    );
+    // another address is served meanwhile, while the flooder's turns are still held
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "app:1"}]}});
+    let body = review("default", pod).to_string();
+    let r = response(&post(&w, "/mutate/annotated", body.as_bytes()).await);
+    assert_eq!(r["allowed"], true);
+    let mut buf = [0u8; 1];
+    for s in &silent {
+        let still_open =
+            matches!(s.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        assert!(
+            still_open,
+            "the other address was served only after the flooder's handshakes ended"
+        );
+    }
+    // a real client of the flooder's address waits its turn, and gets it when the silent
+    // ones go away
+    let waiting = tokio::spawn(tls_to(w.port, flooder, tls.clone()));
+    assert!(
+        logged_times(&w, WAITS_FOR_A_TURN, 2).await,
+        "a handshake beyond the address's turns was worked on at once"
+    );
+    drop(silent);
+    let served = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("the waiting handshake never got a turn")
+        .unwrap();
+    served.expect("the waiting handshake failed");
+    // handshakes that time out give their turns back
+    let mut silent = vec![];
+    for _ in 0..HANDSHAKES_PER_CLIENT {
+        silent.push(tcp(w.port, flooder).await.unwrap());
+    }
+    for s in &mut silent {
+        assert!(
+            closed_by_webhook(s).await,
+            "a connection that never sent a ClientHello was kept"
+        );
+    }
+    let again: Vec<_> = (0..HANDSHAKES_PER_CLIENT)
+        .map(|_| tokio::spawn(tls_to(w.port, flooder, tls.clone())))
+        .collect();
+    for h in again {
+        h.await
+            .unwrap()
+            .expect("a turn of a timed-out handshake was not given back");
+    }
 }
 
 /// The review's pod: 1 000 mains and 1 000 sidecars, wrap, through `/mutate/annotated`.

@@ -1,10 +1,13 @@
 //! The webhook's TLS port under hostile clients: a bounded number of connections, and of
 //! connections per client address (more are closed at once, so that one client cannot take
-//! every slot); a TLS handshake within 10 s; a connection with no review in flight for
-//! [`IDLE`] is closed (gracefully: a GOAWAY for HTTP/2), which bounds idle TLS, slow request
-//! heads and keep-alive alike and frees the slot; the body's own deadline and size are the
-//! handler's (`limits.rs`). While every slot is taken the port accepts nothing, and
-//! `/readyz` says so.
+//! every slot); at most [`HANDSHAKES_PER_CLIENT`] TLS handshakes of one client address worked
+//! on at once (its others wait their turn, first come first served), so that a flood of
+//! handshakes from one address, each a private-key operation, cannot queue ahead of another
+//! address's reviews; a TLS handshake within 10 s of the accept, its wait for a turn included;
+//! a connection with no review in flight for [`IDLE`] is closed (gracefully: a GOAWAY for
+//! HTTP/2), which bounds idle TLS, slow request heads and keep-alive alike and frees the
+//! slot; the body's own deadline and size are the handler's (`limits.rs`). While every slot
+//! is taken the port accepts nothing, and `/readyz` says so.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -23,8 +26,14 @@ use tracing::debug;
 
 use crate::shared::http::{Health, ListenError, accept};
 
-/// A client has this long to complete its TLS handshake.
+/// A client has this long after the accept to complete its TLS handshake (the wait for a turn
+/// included).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// TLS handshakes of one client address worked on at once. A handshake costs the server a
+/// private-key operation (about 1-2 ms of a core for RSA-2048) before it knows who the client
+/// is; the webhook's runtime has 2 threads. Handshakes beyond this wait (FIFO) rather than
+/// being closed: a burst of new connections from the API server must not fail reviews.
+pub const HANDSHAKES_PER_CLIENT: usize = 4;
 /// ... and to send a request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection with no request in flight for this long is closed.
@@ -80,7 +89,7 @@ async fn accept_loop(
         };
         let (acceptor, router) = (acceptor.clone(), router.clone());
         tokio::spawn(async move {
-            serve_one(conn, acceptor, router).await;
+            serve_one(conn, acceptor, router, &client.handshakes).await;
             drop((slot, client));
         });
     }
@@ -97,27 +106,38 @@ async fn free_slot(slots: &Arc<Semaphore>, health: &Health) -> Option<OwnedSemap
     slot
 }
 
-/// Connections per client address.
+/// The client addresses with connections.
 #[derive(Default)]
-struct Clients(Mutex<HashMap<IpAddr, usize>>);
+struct Clients(Mutex<HashMap<IpAddr, Client>>);
+
+/// One client address: its connections, and the turns of its TLS handshakes.
+struct Client {
+    connections: usize,
+    handshakes: Arc<Semaphore>,
+}
 
 /// One connection of a client; leaves when dropped.
 struct Entered {
     clients: Arc<Clients>,
     ip: IpAddr,
+    handshakes: Arc<Semaphore>,
 }
 
 impl Clients {
     fn enter(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<Entered> {
         let mut map = self.0.lock().expect("poisoned");
-        let n = map.entry(ip).or_default();
-        if *n >= max {
+        let client = map.entry(ip).or_insert_with(|| Client {
+            connections: 0,
+            handshakes: Arc::new(Semaphore::new(HANDSHAKES_PER_CLIENT)),
+        });
+        if client.connections >= max {
             return None;
         }
-        *n += 1;
+        client.connections += 1;
         Some(Entered {
             clients: self.clone(),
             ip,
+            handshakes: client.handshakes.clone(),
         })
     }
 }
@@ -125,18 +145,45 @@ impl Clients {
 impl Drop for Entered {
     fn drop(&mut self) {
         let mut map = self.clients.0.lock().expect("poisoned");
-        if let Some(n) = map.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(client) = map.get_mut(&self.ip) {
+            client.connections -= 1;
+            if client.connections == 0 {
                 map.remove(&self.ip);
             }
         }
     }
 }
 
+/// The TLS handshake in one of the client's turns; the turn is given back when it ends,
+/// fails, or is dropped by the timeout.
+async fn handshake(
+    conn: TcpStream,
+    acceptor: &tokio_rustls::TlsAcceptor,
+    turns: &Semaphore,
+) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+    let _turn = match turns.try_acquire() {
+        Ok(turn) => turn,
+        Err(_) => {
+            let peer = conn.peer_addr().ok();
+            debug!(
+                ?peer,
+                "TLS handshake waits for a turn: {HANDSHAKES_PER_CLIENT} from this address already"
+            );
+            turns.acquire().await.expect("never closed")
+        }
+    };
+    acceptor.accept(conn).await
+}
+
 /// The handshake, then requests until the client closes or the connection is idle.
-async fn serve_one(conn: TcpStream, acceptor: tokio_rustls::TlsAcceptor, router: Router) {
-    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(conn)).await {
+async fn serve_one(
+    conn: TcpStream,
+    acceptor: tokio_rustls::TlsAcceptor,
+    router: Router,
+    turns: &Semaphore,
+) {
+    let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &acceptor, turns));
+    let stream = match shaken.await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return debug!("TLS handshake failed: {e}"),
         Err(_) => return debug!("TLS handshake timed out"),
