@@ -7,12 +7,15 @@
 //! a connection with no review in flight for [`IDLE`] is closed (gracefully: a GOAWAY for
 //! HTTP/2), which bounds idle TLS, slow request heads and keep-alive alike and frees the
 //! slot; the body's own deadline and size are the handler's (`limits.rs`). While every slot
-//! is taken the port accepts nothing, and `/readyz` says so.
+//! is taken the port accepts nothing, and `/readyz` says so. The handshakes run on a thread
+//! of their own ([`handshake_runtime`]): the workers that answer established connections
+//! (the API server keeps its connections) never wait behind a burst of private-key
+//! operations; the kernel shares the CPUs between the two.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -62,10 +65,31 @@ pub async fn serve_tls(
     flag: &'static str,
 ) -> Result<SocketAddr, ListenError> {
     let error = |source| ListenError { flag, addr, source };
+    let shakes = handshake_runtime().map_err(error)?;
     let listener = TcpListener::bind(addr).await.map_err(error)?;
     let bound = listener.local_addr().map_err(error)?;
-    tokio::spawn(accept_loop(listener, router, tls, limits, health));
+    tokio::spawn(accept_loop(listener, router, tls, limits, health, shakes));
     Ok(bound)
+}
+
+/// The runtime of the TLS handshakes: one thread, started once, never dropped (a runtime
+/// may not be dropped inside another's task). Measured on 2 cores beside 320 hostile
+/// clients (BENCHMARKS.md "Admission webhook under hostile clients"): with the handshakes
+/// on the serving workers, kept-alive reviews waited up to 56 ms behind reconnect bursts.
+fn handshake_runtime() -> std::io::Result<tokio::runtime::Handle> {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt.handle().clone());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("tls-handshake")
+        .enable_all()
+        .build()?;
+    if let Err(rt) = RUNTIME.set(rt) {
+        std::mem::forget(rt); // (set by another caller first: this one is never used)
+    }
+    Ok(RUNTIME.get().expect("set above").handle().clone())
 }
 
 async fn accept_loop(
@@ -74,6 +98,7 @@ async fn accept_loop(
     tls: Arc<rustls::ServerConfig>,
     limits: ConnectionLimits,
     health: Arc<Health>,
+    shakes: tokio::runtime::Handle,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(limits.total));
@@ -87,9 +112,10 @@ async fn accept_loop(
             debug!(%peer, "closed: {} connections from this address already", limits.per_client);
             continue;
         };
-        let (acceptor, router) = (acceptor.clone(), router.clone());
+        let (acceptor, router, shakes) = (acceptor.clone(), router.clone(), shakes.clone());
         tokio::spawn(async move {
-            serve_one(conn, acceptor, router, &client.handshakes).await;
+            let turns = client.handshakes.clone();
+            serve_one(conn, acceptor, router, turns, &shakes).await;
             drop((slot, client));
         });
     }
@@ -180,13 +206,17 @@ async fn serve_one(
     conn: TcpStream,
     acceptor: tokio_rustls::TlsAcceptor,
     router: Router,
-    turns: &Semaphore,
+    turns: Arc<Semaphore>,
+    shakes: &tokio::runtime::Handle,
 ) {
-    let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &acceptor, turns));
+    let shaken = shakes.spawn(async move {
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &acceptor, &turns)).await
+    });
     let stream = match shaken.await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return debug!("TLS handshake failed: {e}"),
-        Err(_) => return debug!("TLS handshake timed out"),
+        Ok(Ok(Ok(s))) => s,
+        Ok(Ok(Err(e))) => return debug!("TLS handshake failed: {e}"),
+        Ok(Err(_)) => return debug!("TLS handshake timed out"),
+        Err(e) => return debug!("TLS handshake ended: {e}"),
     };
     let (in_flight, watch_in_flight) = watch::channel(0usize);
     let in_flight = Arc::new(in_flight);
