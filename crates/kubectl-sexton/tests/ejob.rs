@@ -188,14 +188,16 @@ fn ejob_controller(scratch: &Scratch, name: &str, ns: &str) -> Ctl {
     )
 }
 
-async fn ejob_scenario(
-    test: &str,
-) -> (
+/// A scenario: the shared scope's guard, the admin's client, its namespace, its scratch
+/// directory.
+type Scenario = (
     std::sync::RwLockReadGuard<'static, ()>,
     Client,
     String,
     Scratch,
-) {
+);
+
+async fn ejob_scenario(test: &str) -> Scenario {
     let (scope, client, ns, scratch) = ejob_scenario_without_policy(test).await;
     requester_policy_in(&ns);
     (scope, client, ns, scratch)
@@ -203,14 +205,7 @@ async fn ejob_scenario(
 
 /// A scenario's namespace where the requester policy is not in force (a cluster without
 /// it): the controller acts on no stamp there.
-async fn ejob_scenario_without_policy(
-    test: &str,
-) -> (
-    std::sync::RwLockReadGuard<'static, ()>,
-    Client,
-    String,
-    Scratch,
-) {
+async fn ejob_scenario_without_policy(test: &str) -> Scenario {
     let scope = SCOPE.read().unwrap_or_else(|e| e.into_inner());
     let client = admin_client().await;
     let ns = namespace(&client, test).await;

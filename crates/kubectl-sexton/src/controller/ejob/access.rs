@@ -8,9 +8,7 @@
 //! job over 10 000 pods asks a few questions per reconciliation, not 10 000, and at most
 //! `CAPACITY` of them (the oldest go first).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -18,6 +16,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::PostParams;
 use kube::{Api, Client};
 
+use super::fresh::Fresh;
 use crate::shared::ephemeraljob::Requester;
 
 /// How long an answer is reused: a revoked right stops being used within this time.
@@ -61,14 +60,14 @@ impl Question {
 
 pub struct Access {
     client: Client,
-    answers: Mutex<HashMap<(Requester, Question), (bool, Instant)>>,
+    answers: Fresh<(Requester, Question), bool>,
 }
 
 impl Access {
     pub fn new(client: Client) -> Self {
         Access {
             client,
-            answers: Mutex::default(),
+            answers: Fresh::new(FRESH, CAPACITY),
         }
     }
 
@@ -90,7 +89,7 @@ impl Access {
 
     async fn ask(&self, who: &Requester, q: &Question) -> Result<bool, kube::Error> {
         let key = (who.clone(), q.clone());
-        if let Some(allowed) = self.cached(&key) {
+        if let Some(allowed) = self.answers.get(&key) {
             return Ok(allowed);
         }
         let review = SubjectAccessReview {
@@ -117,28 +116,7 @@ impl Access {
         let allowed = answer
             .status
             .is_some_and(|s| s.allowed && !s.denied.unwrap_or(false));
-        self.remember(key, allowed);
+        self.answers.put(key, allowed);
         Ok(allowed)
-    }
-
-    fn cached(&self, key: &(Requester, Question)) -> Option<bool> {
-        let answers = self.answers.lock().expect("poisoned");
-        let (allowed, at) = answers.get(key)?;
-        (at.elapsed() < FRESH).then_some(*allowed)
-    }
-
-    fn remember(&self, key: (Requester, Question), allowed: bool) {
-        let mut answers = self.answers.lock().expect("poisoned");
-        if answers.len() >= CAPACITY {
-            answers.retain(|_, (_, at)| at.elapsed() < FRESH);
-        }
-        if answers.len() >= CAPACITY {
-            // all fresh: drop the oldest quarter
-            let mut ages: Vec<Instant> = answers.values().map(|(_, at)| *at).collect();
-            ages.sort_unstable();
-            let cut = ages[CAPACITY / 4];
-            answers.retain(|_, (_, at)| *at > cut);
-        }
-        answers.insert(key, (allowed, Instant::now()));
     }
 }

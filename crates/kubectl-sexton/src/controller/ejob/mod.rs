@@ -5,6 +5,7 @@
 //! woken by the changes of the shared pod feed that concern them.
 
 mod access;
+mod fresh;
 mod plan;
 pub mod policy;
 mod reconcile;

@@ -12,20 +12,19 @@
 //! "unprotected" is not kept (each such job fails once, and a policy installed after it is
 //! trusted at once).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
+use super::fresh::Fresh;
 use crate::shared::ephemeraljob::{ANNOTATION_REQUESTER, EphemeralJob};
 
 /// How long a namespace's "protected" is reused: a policy removed stops being trusted
 /// within this time.
 const FRESH: Duration = Duration::from_secs(30);
-/// The most namespaces remembered (past it, the stale ones go first, then all).
+/// The most namespaces remembered (past it, the stale ones go first, then the oldest).
 const CAPACITY: usize = 4096;
 /// The stamp the dry run tries to write: no user is named so.
 const PROBE_STAMP: &str = "user=system:sexton:stamp-probe";
@@ -40,14 +39,14 @@ pub enum Stamp {
 
 pub struct StampGuard {
     client: Client,
-    protected: Mutex<HashMap<String, Instant>>,
+    protected: Fresh<String, ()>,
 }
 
 impl StampGuard {
     pub fn new(client: Client) -> Self {
         StampGuard {
             client,
-            protected: Mutex::default(),
+            protected: Fresh::new(FRESH, CAPACITY),
         }
     }
 
@@ -55,7 +54,7 @@ impl StampGuard {
     /// (unreachable, 5xx, the job gone): the caller retries.
     pub async fn check(&self, job: &EphemeralJob) -> Result<Stamp, kube::Error> {
         let ns = job.namespace().unwrap_or_default();
-        if self.recently_protected(&ns) {
+        if self.protected.get(&ns).is_some() {
             return Ok(Stamp::Protected);
         }
         let api: Api<EphemeralJob> = Api::namespaced(self.client.clone(), &ns);
@@ -69,25 +68,9 @@ impl StampGuard {
             .await;
         let answer = verdict(&ns, outcome)?;
         if answer == Stamp::Protected {
-            self.remember(ns);
+            self.protected.put(ns, ());
         }
         Ok(answer)
-    }
-
-    fn recently_protected(&self, ns: &str) -> bool {
-        let protected = self.protected.lock().expect("poisoned");
-        protected.get(ns).is_some_and(|at| at.elapsed() < FRESH)
-    }
-
-    fn remember(&self, ns: String) {
-        let mut protected = self.protected.lock().expect("poisoned");
-        if protected.len() >= CAPACITY {
-            protected.retain(|_, at| at.elapsed() < FRESH);
-        }
-        if protected.len() >= CAPACITY {
-            protected.clear(); // all fresh: asked again, one dry run per namespace
-        }
-        protected.insert(ns, Instant::now());
     }
 }
 
