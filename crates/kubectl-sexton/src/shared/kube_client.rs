@@ -13,6 +13,18 @@ use kube::{Client, Config};
 
 use super::values::timeout;
 
+#[cfg(target_os = "macos")]
+mod macos;
+
+/// The client of `config`: kube's own, with the platform's certificate verifier; on macOS
+/// one that trusts the kubeconfig's certificate authority ([`macos`]).
+fn new_client(config: Config) -> Result<Client, ClientError> {
+    #[cfg(not(target_os = "macos"))]
+    return Client::try_from(config).map_err(ClientError::Client);
+    #[cfg(target_os = "macos")]
+    return macos::client(config);
+}
+
 /// `--kubeconfig`, `--context` and `--request-timeout` of the commands people run
 /// (`doctor`, `ejob results`, `version`), as kubectl spells them.
 #[derive(Args, Debug, Clone)]
@@ -38,7 +50,7 @@ impl KubeFlags {
         config.read_timeout = Some(t);
         config.write_timeout = Some(t);
         let url = config.cluster_url.to_string();
-        let client = Client::try_from(config).map_err(ClientError::Client)?;
+        let client = new_client(config)?;
         let unreachable = |reason: String| ClientError::Unreachable {
             url: url.trim_end_matches('/').to_string(),
             reason,
@@ -98,6 +110,9 @@ pub enum ClientError {
     },
     #[error("cannot create a Kubernetes client: {0}")]
     Client(#[source] kube::Error),
+    #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+    #[error("cannot create a Kubernetes client: {0}")]
+    Tls(String),
     #[error("cannot reach the Kubernetes API server {url}: {reason}")]
     Unreachable { url: String, reason: String },
 }
@@ -133,7 +148,7 @@ pub fn service_account_namespace() -> Option<String> {
 /// A client for `kubeconfig` (or the inferred configuration), in `context` if given.
 async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client, ClientError> {
     let config = config(kubeconfig, context).await?;
-    Client::try_from(config).map_err(ClientError::Client)
+    new_client(config)
 }
 
 async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Config, ClientError> {
