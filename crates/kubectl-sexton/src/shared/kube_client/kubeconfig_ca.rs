@@ -3,7 +3,8 @@
 //! cross-built without the macOS SDK (scripts/desktop.sh), so it cannot link it. This client
 //! is kube's stack (base URI, authentication, headers, timeouts) over rustls with ring that
 //! trusts exactly the kubeconfig's certificate authority, as kubectl does when the
-//! kubeconfig names one (every cluster's does in practice).
+//! kubeconfig names one (every cluster's does in practice). Built on every platform (used on
+//! macOS only), so that a change of kube's API breaks the Linux build too.
 
 use std::sync::Arc;
 
