@@ -136,7 +136,12 @@ wine_tests() {
   same inject -f job.yaml
   same inject --strategy wrap -f job.yaml
   same uninject -f injected.yaml
-  same inject -f missing.yaml      # (a clear error, exit 1 or 2, the same on both)
+  # a missing file: the same exit code and a message naming it (the OS's words differ)
+  local w=0 l=0
+  (cd "$tmp" && timeout 120 wine "$exe" inject -f missing.yaml >/dev/null 2>w.err) || w=$?
+  (cd "$tmp" && "$linux" inject -f missing.yaml >/dev/null 2>/dev/null) || l=$?
+  [ "$w" = "$l" ] && [ "$w" != 0 ] && grep -q missing.yaml "$tmp/w.err" \
+    || die "wine kubectl-sexton.exe inject -f missing.yaml: exit $w (Linux $l): $(cat "$tmp/w.err")"
   log "wine: kubectl-sexton.exe agrees with linux/amd64 on $n commands"
 }
 
