@@ -34,7 +34,8 @@ reruns the failing test alone):
            (scripts/testenv.sh) and registries (scripts/registry.sh), started here
   arm64    the in-pod integration tests again with the shipped arm64 binary under
            qemu-aarch64-static
-  e2e      end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images)
+  e2e      end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images),
+           then README.md's quick start walked on it in order (e2e/quickstart.py)
   desktop  the plugin for macOS and Windows, cross-built and checked (scripts/desktop.sh:
            the .exe under Wine against the Linux binary, the Mach-O files' CPU and links)
   release  the release rehearsal into the local registry (scripts/release.sh local)
@@ -325,7 +326,10 @@ arm64_emulation() {
 # End to end on a real node (scripts/e2e-cluster.sh: containerd, runc, kubelet,
 # kube-scheduler, the images of scripts/images.sh; e2e/run.sh: the scenarios with real
 # Jobs). A failed scenario is rerun alone with `e2e/run.sh N`.
-e2e() { RERUN="  e2e/run.sh   (or e2e/run.sh N for scenario N: see its header)"; e2e/run.sh; RERUN=""; }
+e2e() {
+  RERUN="  e2e/run.sh   (or e2e/run.sh N for scenario N: see its header)"; e2e/run.sh
+  RERUN="  e2e/quickstart.py"; e2e/quickstart.py; RERUN=""
+}
 
 # The release, as the workflow makes it, pushed to the local test registry
 # (scripts/release.sh: binaries, SBOM, krew manifest, chart, signed checksums, images).
