@@ -140,8 +140,9 @@ wine_tests() {
   local w=0 l=0
   (cd "$tmp" && timeout 120 wine "$exe" inject -f missing.yaml >/dev/null 2>w.err) || w=$?
   (cd "$tmp" && "$linux" inject -f missing.yaml >/dev/null 2>/dev/null) || l=$?
-  [ "$w" = "$l" ] && [ "$w" != 0 ] && grep -q missing.yaml "$tmp/w.err" \
-    || die "wine kubectl-sexton.exe inject -f missing.yaml: exit $w (Linux $l): $(cat "$tmp/w.err")"
+  if [ "$w" != "$l" ] || [ "$w" = 0 ] || ! grep -q missing.yaml "$tmp/w.err"; then
+    die "wine kubectl-sexton.exe inject -f missing.yaml: exit $w (Linux $l): $(cat "$tmp/w.err")"
+  fi
   log "wine: kubectl-sexton.exe agrees with linux/amd64 on $n commands"
 }
 
