@@ -42,6 +42,8 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer().map_err(ClientError::Client)?)
         .layer(config.extra_headers_layer().map_err(ClientError::Client)?)
+        // (a refreshed token's layer fails with BoxError: the connection's errors too)
+        .map_err(tower::BoxError::from)
         .service(http);
     Ok(Client::new(service, config.default_namespace))
 }
