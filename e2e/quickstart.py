@@ -121,7 +121,10 @@ def main():
     found = shutil.which("kubectl-sexton", path=env["PATH"])
     if found:
         sys.exit(f"quickstart: {found} is on the PATH: it would hide a missing install step of the README")
-    up = run([f"{ROOT}/scripts/e2e-cluster.sh", "up"], capture_output=True, env=env).stdout
+    # (`up` imports the images again: not when e2e/run.sh has just brought the node up)
+    node_up = subprocess.run([f"{ROOT}/scripts/e2e-cluster.sh", "status"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    up = run([f"{ROOT}/scripts/e2e-cluster.sh", "env" if node_up else "up"], capture_output=True, env=env).stdout
     kubeconfig = re.search(r"KUBECONFIG=(\S+)", up).group(1).strip("'\"")
     port = env.get("SEXTON_REGISTRY_PORT", "15000")
     run([f"{ROOT}/scripts/registry.sh", "up"], stdout=subprocess.DEVNULL, env=env)
