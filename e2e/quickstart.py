@@ -140,13 +140,19 @@ def main():
             QUICKSTART_BIN=bin_dir,
             PATH=f"{bin_dir}:{env['PATH']}:{kubectl_dir}",
         )
+        # (before: what an interrupted walk left; the README creates the namespace)
+        remove_walk_objects(env)
         try:
             walk(script, env, tmp)
         finally:
-            subprocess.run(["kubectl", "delete", "namespace", "batch", "--ignore-not-found", "--wait=false"],
-                           env=env, stdout=subprocess.DEVNULL, check=False)
-            subprocess.run(["kubectl", "delete", "job", "report", "--ignore-not-found"],
-                           env=env, stdout=subprocess.DEVNULL, check=False)
+            remove_walk_objects(env)
+
+
+def remove_walk_objects(env):
+    """The README's Job of (a) and namespace of (b), gone (deletion awaited, bounded)."""
+    for what in (["job", "report", "-n", "default"], ["namespace", "batch"]):
+        subprocess.run(["kubectl", "delete", *what, "--ignore-not-found", "--timeout=120s"],
+                       env=env, stdout=subprocess.DEVNULL, check=False)
 
 
 def walk(script, env, tmp):
