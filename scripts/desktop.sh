@@ -21,7 +21,8 @@
 # Build cost: each target compiles kubectl-sexton's whole dependency tree (~270 crates) with
 # profile `desktop` (Cargo.toml: opt-level 1, no LTO). Not yet measured to the end: on the
 # loaded 2-core machine (2026-11-27, at nice 10 beside ten CI runs) the Windows build took
-# 281 CPU-s (user+sys) for its first 156 crates, kube's and k8s-openapi's still to come.
+# 450 CPU-s (user+sys) for its first 264 crates in 78 minutes, k8s-openapi, kube's crates,
+# reqwest and kubectl-sexton itself still to come.
 # The Linux build is untouched (its dependencies and features are as before).
 # Wine's prefix (its C: drive, made on first use, ~20 s): ~/.cache/sexton-wine.
 set -euo pipefail
