@@ -168,7 +168,7 @@ start_book_tools() { bg book-tools 10 scripts/tools.sh mdbook; }
 
 # The desktop plugin (scripts/desktop.sh): its tools (Wine from apt, zig and cargo-zigbuild
 # from PyPI: ~1 minute each, mostly downloads) fetched at the start, before any other apt
-# of the run, and its three builds (COST in scripts/desktop.sh) during the end-to-end stage,
+# of the run, and its three builds (their cost: scripts/desktop.sh) during the end-to-end stage,
 # which mostly waits on the node; checked after it.
 start_desktop_tools() { bg desktop-tools 10 scripts/desktop.sh tools; }
 start_desktop_build() { wait_bg desktop-tools; bg desktop 10 scripts/desktop.sh build; }
@@ -366,8 +366,8 @@ case $MODE in
         timed go-builds wait_bg go-builds; services; timed arm64 arm64 ;;   # (api.rs: the API server)
       e2e) need_go; start_go_builds node; timed images images; timed go-builds wait_bg go-builds
         services; timed e2e e2e ;;
-      desktop) start_desktop_tools; timed images scripts/images.sh cluster; start_desktop_build
-        timed desktop desktop ;;
+      desktop) scripts/images.sh tools; start_desktop_tools   # (their apt-gets one after the other)
+        timed images scripts/images.sh cluster; start_desktop_build; timed desktop desktop ;;
       release) start_release_tools; timed images images; timed release-tools wait_bg release-tools
         timed release release ;;
     esac ;;
