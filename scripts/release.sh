@@ -4,11 +4,13 @@
 # registry instead of ghcr.io and with a throwaway key instead of the workflow's identity.
 #
 #   scripts/release.sh binaries     static binaries for linux/amd64 and linux/arm64
-#                                   (scripts/images.sh binaries), archived into dist/
+#                                   (scripts/images.sh binaries) and the plugin for macOS
+#                                   amd64/arm64 and Windows amd64 (scripts/desktop.sh build),
+#                                   archived into dist/ (.tar.gz; Windows .zip)
 #   scripts/release.sh sbom         dist/sexton_vVERSION.cdx.json: CycloneDX SBOM of the shipped
 #                                   crates and everything they link (cargo-cyclonedx)
 #   scripts/release.sh krew         dist/sexton.yaml: the krew manifest of `kubectl sexton`,
-#                                   both platforms, with the archives' sha256
+#                                   all five platforms, with the archives' sha256
 #   scripts/release.sh chart        dist/sexton-VERSION.tgz: the Helm chart, packaged
 #   scripts/release.sh checksums    dist/SHA256SUMS of every file above
 #   scripts/release.sh sign         dist/SHA256SUMS.sigstore.json (cosign sign-blob, a bundle)
@@ -45,6 +47,8 @@ DIST="${DIST:-$ROOT/dist}"
 GITHUB_REPO=sexton-dev/sexton
 DOWNLOAD="https://github.com/$GITHUB_REPO/releases/download/$TAG"
 ARCHES=(amd64 arm64)
+# the plugin's platforms: OS-ARCH (the directory under target/images/bin)
+PLUGIN_PLATFORMS=(linux-amd64 linux-arm64 darwin-amd64 darwin-arm64 windows-amd64)
 # file times inside the archives: the commit's (same commit and binaries, same archives)
 CREATED=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 
@@ -53,32 +57,68 @@ tool() { # NAME VARIABLE: the variable's value if set, else scripts/tools.sh NAM
   if [ -n "$v" ]; then echo "$v"; else "$ROOT/scripts/tools.sh" "$1"; fi
 }
 
-# archive NAME ARCH FILE...: dist/NAME_vVERSION_linux_ARCH.tar.gz holding FILE... (and the
-# README and LICENSE), reproducible: sorted, root-owned, the commit's time, no gzip timestamp.
+# archive_name NAME OS-ARCH: the file name of NAME's archive for a platform (.zip on
+# Windows, where tar.gz is no one's habit; krew takes both).
+archive_name() {
+  case ${2%-*} in
+    windows) echo "${1}_${TAG}_${2%-*}_${2#*-}.zip" ;;
+    *) echo "${1}_${TAG}_${2%-*}_${2#*-}.tar.gz" ;;
+  esac
+}
+
+# archive NAME OS-ARCH FILE...: dist/NAME_vVERSION_OS_ARCH.tar.gz (Windows: .zip) holding
+# FILE... (and the README and LICENSE), reproducible: sorted, root-owned, the commit's time,
+# no gzip timestamp.
 archive() {
-  local name=$1 arch=$2; shift 2
-  local out="$DIST/${name}_${TAG}_linux_${arch}.tar.gz" dir
+  local name=$1 plat=$2; shift 2
+  local out dir
+  out="$DIST/$(archive_name "$name" "$plat")"
   dir=$(mktemp -d)
   cp "$@" "$ROOT/README.md" "$ROOT/LICENSE" "$dir/"
-  tar -C "$dir" --sort=name --mtime="@$CREATED" --owner=0 --group=0 --numeric-owner -cf - . \
-    | gzip -9n >"$out"
+  case $out in
+    *.zip) python3 - "$dir" "$out" "$CREATED" <<'PY'
+import os, sys, time, zipfile
+src, out, created = sys.argv[1], sys.argv[2], int(sys.argv[3])
+stamp = time.gmtime(max(created, 315532800))[:6]   # (zip's dates start in 1980)
+with zipfile.ZipFile(out, "w") as z:
+    for name in sorted(os.listdir(src)):
+        path = os.path.join(src, name)
+        info = zipfile.ZipInfo(name, stamp)
+        info.external_attr = (0o100755 if os.access(path, os.X_OK) else 0o100644) << 16
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with open(path, "rb") as f:
+            z.writestr(info, f.read(), compresslevel=9)
+PY
+      ;;
+    *) tar -C "$dir" --sort=name --mtime="@$CREATED" --owner=0 --group=0 --numeric-owner -cf - . \
+         | gzip -9n >"$out" ;;
+  esac
   rm -rf "$dir"
 }
+
+# plugin_file OS-ARCH: the plugin's file name on that platform.
+plugin_file() { case $1 in windows-*) echo kubectl-sexton.exe ;; *) echo kubectl-sexton ;; esac; }
 
 binaries() {
   [ -x scripts/images.sh ] || die "scripts/images.sh is missing (it builds and checks the binaries)"
   scripts/images.sh binaries
+  scripts/desktop.sh tools    # (Wine: check_krew runs the Windows plugin)
+  scripts/desktop.sh build
   mkdir -p "$DIST"
-  local arch bin
+  local arch bin plat
   for arch in "${ARCHES[@]}"; do
     bin="$ROOT/target/images/bin/linux-$arch"
-    for f in kubectl-sexton sexton sexton-slim; do
+    for f in sexton sexton-slim; do
       [ -x "$bin/$f" ] || die "$bin/$f was not built"
     done
-    archive kubectl-sexton "$arch" "$bin/kubectl-sexton"
-    archive sexton "$arch" "$bin/sexton" "$bin/sexton-slim"
+    archive sexton "linux-$arch" "$bin/sexton" "$bin/sexton-slim"
   done
-  log "binaries: $(cd "$DIST" && echo ./*.tar.gz)"
+  for plat in "${PLUGIN_PLATFORMS[@]}"; do
+    bin="$ROOT/target/images/bin/$plat/$(plugin_file "$plat")"
+    [ -f "$bin" ] || die "$bin was not built"
+    archive kubectl-sexton "$plat" "$bin"
+  done
+  log "binaries: $(cd "$DIST" && echo ./*.tar.gz ./*.zip)"
 }
 
 # The SBOM of each shipped crate: every crate it depends on (normal and build
@@ -111,27 +151,29 @@ EOF
 }
 
 # krew's manifest (https://krew.sigs.k8s.io/docs/developer-guide/plugin-manifest/): one
-# platform per architecture, each the archive's URL in the GitHub release and its sha256.
+# platform per OS and architecture, each the archive's URL in the GitHub release and its
+# sha256.
 krew() {
-  local arch file sum platforms=""
-  for arch in "${ARCHES[@]}"; do
-    file="kubectl-sexton_${TAG}_linux_${arch}.tar.gz"
+  local plat file sum exe platforms=""
+  for plat in "${PLUGIN_PLATFORMS[@]}"; do
+    file=$(archive_name kubectl-sexton "$plat")
+    exe=$(plugin_file "$plat")
     [ -f "$DIST/$file" ] || die "dist/$file is missing (run: scripts/release.sh binaries)"
     sum=$(sha256sum "$DIST/$file" | cut -d' ' -f1)
     platforms+="  - selector:
       matchLabels:
-        os: linux
-        arch: $arch
+        os: ${plat%-*}
+        arch: ${plat#*-}
     uri: $DOWNLOAD/$file
     sha256: $sum
     files:
-      - from: kubectl-sexton
+      - from: $exe
         to: .
       - from: README.md
         to: .
       - from: LICENSE
         to: .
-    bin: kubectl-sexton
+    bin: $exe
 "
   done
   cat >"$DIST/sexton.yaml" <<EOF
@@ -159,21 +201,33 @@ EOF
 
 # krew itself installs the manifest, for each platform, from the archive in dist/ (krew
 # checks the manifest, the archive's sha256 and the files it names), into a throwaway
-# KREW_ROOT; the installed plugin then runs (arm64 under qemu-aarch64-static).
+# KREW_ROOT. The installed plugin must be that platform's binary, and it runs where this
+# machine can run it: linux/arm64 under qemu-aarch64-static, windows/amd64 under Wine
+# (scripts/desktop.sh installs it; the macOS ones are only compared).
 check_krew() {
-  local krew root arch out
+  local krew root plat exe installed out
   krew=$(tool krew KREW)
-  for arch in "${ARCHES[@]}"; do
+  for plat in "${PLUGIN_PLATFORMS[@]}"; do
     root=$(mktemp -d)
-    KREW_ROOT="$root" KREW_OS=linux KREW_ARCH="$arch" KREW_NO_UPGRADE_CHECK=1 "$krew" install --manifest="$1" \
-      --archive="$DIST/kubectl-sexton_${TAG}_linux_${arch}.tar.gz" </dev/null >"$root/log" 2>&1 \
-      || { cat "$root/log" >&2; die "krew refused dist/sexton.yaml for linux/$arch"; }
-    out=$(run "$arch" "$root/bin/kubectl-sexton" version --client) \
-      || die "the plugin krew installed for linux/$arch does not run"
-    [ "$out" = "client: kubectl-sexton $VERSION" ] || die "linux/$arch plugin says: $out"
+    exe=$(plugin_file "$plat")
+    KREW_ROOT="$root" KREW_OS="${plat%-*}" KREW_ARCH="${plat#*-}" KREW_NO_UPGRADE_CHECK=1 "$krew" install --manifest="$1" \
+      --archive="$DIST/$(archive_name kubectl-sexton "$plat")" </dev/null >"$root/log" 2>&1 \
+      || { cat "$root/log" >&2; die "krew refused dist/sexton.yaml for $plat"; }
+    installed=$(find "$root/store/sexton" -name "$exe" -type f | head -1)
+    [ -n "$installed" ] || die "krew installed no $exe for $plat"
+    cmp -s "$installed" "$ROOT/target/images/bin/$plat/$exe" || die "krew installed another $exe for $plat"
+    case $plat in
+      linux-*) out=$(run "${plat#*-}" "$installed" version --client) \
+        || die "the plugin krew installed for $plat does not run" ;;
+      windows-*) out=$(WINEPREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/sexton-wine" WINEDEBUG=-all \
+          wine "$installed" version --client | tr -d '\r') \
+        || die "the plugin krew installed for $plat does not run under Wine" ;;
+      *) out="client: kubectl-sexton $VERSION" ;;
+    esac
+    [ "$out" = "client: kubectl-sexton $VERSION" ] || die "$plat plugin says: $out"
     rm -rf "$root"
   done
-  log "krew installs dist/sexton.yaml on linux/amd64 and linux/arm64"
+  log "krew installs dist/sexton.yaml on ${PLUGIN_PLATFORMS[*]}"
 }
 
 # run ARCH BINARY ARGS...: arm64 binaries under qemu-aarch64-static on other machines.

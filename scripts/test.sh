@@ -34,7 +34,10 @@ reruns the failing test alone):
            (scripts/testenv.sh) and registries (scripts/registry.sh), started here
   arm64    the in-pod integration tests again with the shipped arm64 binary under
            qemu-aarch64-static
-  e2e      end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images)
+  e2e      end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images),
+           then README.md's quick start walked on it in order (e2e/quickstart.py)
+  desktop  the plugin for macOS and Windows, cross-built and checked (scripts/desktop.sh:
+           the .exe under Wine against the Linux binary, the Mach-O files' CPU and links)
   release  the release rehearsal into the local registry (scripts/release.sh local)
 
 Services this script starts are stopped at its end; one already running is reused and left.
@@ -52,8 +55,8 @@ case "${1:-}" in
   --stage)
     MODE=stage STAGE=${2:-}
     case "$STAGE" in
-      setup|layers|images|build|lint|test|arm64|e2e|release) ;;
-      *) echo "test.sh: --stage needs one of setup layers images build lint test arm64 e2e release, not '${STAGE}'" >&2; exit 2 ;;
+      setup|layers|images|build|lint|test|arm64|e2e|desktop|release) ;;
+      *) echo "test.sh: --stage needs one of setup layers images build lint test arm64 e2e desktop release, not '${STAGE}'" >&2; exit 2 ;;
     esac
     [ $# -eq 2 ] || { usage >&2; exit 2; } ;;
   "") ;;
@@ -162,6 +165,14 @@ start_go_builds() {
 # watcher), at priority 10 beside the workspace build, which leaves a core idle at times;
 # the lint stage waits for it. Cached, the book's build and checks take ~3 s.
 start_book_tools() { bg book-tools 10 scripts/tools.sh mdbook; }
+
+# The desktop plugin (scripts/desktop.sh): its tools (Wine from apt, zig and cargo-zigbuild
+# from PyPI: ~1 minute each, mostly downloads) fetched at the start, before any other apt
+# of the run, and its three builds (their cost: scripts/desktop.sh) during the end-to-end stage,
+# which mostly waits on the node; checked after it.
+start_desktop_tools() { bg desktop-tools 10 scripts/desktop.sh tools; }
+start_desktop_build() { wait_bg desktop-tools; bg desktop 10 scripts/desktop.sh build; }
+desktop() { wait_bg desktop; scripts/desktop.sh check; }
 
 start_release_tools() {
   # shellcheck disable=SC2016  # (expanded by the inner shell)
@@ -315,7 +326,10 @@ arm64_emulation() {
 # End to end on a real node (scripts/e2e-cluster.sh: containerd, runc, kubelet,
 # kube-scheduler, the images of scripts/images.sh; e2e/run.sh: the scenarios with real
 # Jobs). A failed scenario is rerun alone with `e2e/run.sh N`.
-e2e() { RERUN="  e2e/run.sh   (or e2e/run.sh N for scenario N: see its header)"; e2e/run.sh; RERUN=""; }
+e2e() {
+  RERUN="  e2e/run.sh   (or e2e/run.sh N for scenario N: see its header)"; e2e/run.sh
+  RERUN="  e2e/quickstart.py"; e2e/quickstart.py; RERUN=""
+}
 
 # The release, as the workflow makes it, pushed to the local test registry
 # (scripts/release.sh: binaries, SBOM, krew manifest, chart, signed checksums, images).
@@ -352,6 +366,8 @@ case $MODE in
         timed go-builds wait_bg go-builds; services; timed arm64 arm64 ;;   # (api.rs: the API server)
       e2e) need_go; start_go_builds node; timed images images; timed go-builds wait_bg go-builds
         services; timed e2e e2e ;;
+      desktop) scripts/images.sh tools; start_desktop_tools   # (their apt-gets one after the other)
+        timed images scripts/images.sh cluster; start_desktop_build; timed desktop desktop ;;
       release) start_release_tools; timed images images; timed release-tools wait_bg release-tools
         timed release release ;;
     esac ;;
@@ -373,6 +389,7 @@ case $MODE in
     setup
     need_go
     scripts/images.sh tools      # (once, before two images.sh run at the same time)
+    start_desktop_tools
     start_go_builds node
     start_book_tools
     start_release_tools
@@ -386,7 +403,9 @@ case $MODE in
     timed in-pod wait_bg in-pod
     timed images scripts/images.sh package
     timed arm64 arm64
+    start_desktop_build
     timed e2e e2e
+    timed desktop desktop
     timed release release ;;
 esac
 echo "test.sh: minutes per step:${TIMES}"

@@ -9,6 +9,8 @@
 #   scripts/tools.sh cargo-cyclonedx   cargo-cyclonedx (the SBOM in scripts/release.sh)
 #   scripts/tools.sh krew              krew (installs the plugin manifest in scripts/release.sh)
 #   scripts/tools.sh mdbook            mdbook (the documentation site, docs/)
+#   scripts/tools.sh cargo-zigbuild    cargo-zigbuild and zig (PyPI: cargo-zigbuild, ziglang),
+#                                      the desktop plugin's cross-linker (scripts/desktop.sh)
 #   scripts/tools.sh versions          the pinned versions, one `name version` a line
 #   scripts/tools.sh NAME --cached     the path only if NAME is built already, else exit 1
 #                                      (the tests ask so, to fail fast rather than build)
@@ -29,6 +31,8 @@ COSIGN_VERSION=v3.1.3
 CYCLONEDX_VERSION=0.5.9
 KREW_VERSION=v0.4.3
 MDBOOK_VERSION=0.5.4
+ZIGBUILD_VERSION=0.24.1
+ZIGLANG_VERSION=0.17.1
 
 TOOLS="${SEXTON_TOOLS_CACHE:-$HOME/.cache/sexton-tools}"
 
@@ -91,6 +95,21 @@ cargo_build() { # NAME VERSION DIR CARGO-INSTALL-FLAGS...
     || die "building $name failed"
 }
 
+# pip_tool NAME VERSION PACKAGE==VERSION...: NAME from PyPI's wheels (prebuilt binaries, as
+# these two ship) into a virtual environment of its own unless cached, prints its path.
+pip_tool() {
+  local name=$1 version=$2; shift 2
+  local dir="$TOOLS/$name-$version"
+  cached_or_built "$name" "$dir/bin/$name" pip_build "$dir" "$@"
+}
+pip_build() { # DIR PACKAGE==VERSION...
+  local dir=$1; shift
+  log "installing $* into $dir"
+  rm -rf "$dir"
+  python3 -m venv "$dir" && "$dir/bin/pip" install --quiet --disable-pip-version-check "$@" >&2 \
+    || die "installing $* failed"
+}
+
 CACHED_ONLY=0; [ "${2:-}" != --cached ] || CACHED_ONLY=1
 case "${1:-}" in
   helm)
@@ -115,9 +134,13 @@ case "${1:-}" in
     # Without default features: no `serve` (tokio, axum) and no `watch` (notify), which the
     # build of docs/ does not use, and no search index (a page per concern needs none).
     cargo_tool mdbook "$MDBOOK_VERSION" --no-default-features ;;
+  cargo-zigbuild)
+    # (zig, from the ziglang wheel, is found by cargo-zigbuild as `python3 -m ziglang`: the
+    # environment's bin/ must come first on the PATH, as scripts/desktop.sh puts it)
+    pip_tool cargo-zigbuild "$ZIGBUILD_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION" "ziglang==$ZIGLANG_VERSION" ;;
   versions)
     printf '%s %s\n' helm "$HELM_VERSION" actionlint "$ACTIONLINT_VERSION" \
       cosign "$COSIGN_VERSION" cargo-cyclonedx "$CYCLONEDX_VERSION" krew "$KREW_VERSION" \
-      mdbook "$MDBOOK_VERSION" ;;
-  *) echo "usage: $0 helm|actionlint|cosign|cargo-cyclonedx|krew|mdbook|versions" >&2; exit 2 ;;
+      mdbook "$MDBOOK_VERSION" cargo-zigbuild "$ZIGBUILD_VERSION" ziglang "$ZIGLANG_VERSION" ;;
+  *) echo "usage: $0 helm|actionlint|cosign|cargo-cyclonedx|krew|mdbook|cargo-zigbuild|versions" >&2; exit 2 ;;
 esac

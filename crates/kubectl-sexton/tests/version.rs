@@ -205,6 +205,43 @@ fn credentials_that_may_read_nothing_are_lines_saying_so() {
     );
 }
 
+/// The macOS build's client (src/shared/kube_client/kubeconfig_ca.rs), which nothing here
+/// can run as a macOS binary, selected on Linux by SEXTON_KUBECONFIG_CA_CLIENT: it trusts
+/// the kubeconfig's certificate authority and presents its client certificate (the test
+/// API server's admin kubeconfig names both by file), so `version` reaches and reads the
+/// API server; a kubeconfig without a certificate authority is refused naming the field.
+#[test]
+fn the_macos_client_trusts_the_kubeconfigs_ca() {
+    let kubeconfig = &testenv().kubeconfig;
+    let run = |path: &std::path::Path| {
+        Command::new(KUBECTL_SEXTON)
+            .args(["version", "--kubeconfig"])
+            .arg(path)
+            .env("SEXTON_KUBECONFIG_CA_CLIENT", "1")
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let out = run(kubeconfig);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(line(&stdout, "api server").contains("v1."), "{stdout}");
+
+    let scratch = Scratch::new("version-kubeconfig-ca");
+    let no_ca = scratch.path("no-ca.kubeconfig");
+    let kept: String = std::fs::read_to_string(kubeconfig)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("certificate-authority"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&no_ca, kept).unwrap();
+    let out = run(&no_ca);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}{stderr}", text(&out.stdout));
+    assert!(stderr.contains("certificate-authority"), "{stderr}");
+}
+
 #[test]
 fn client_only_contacts_nothing() {
     let out = Command::new(KUBECTL_SEXTON)

@@ -13,6 +13,19 @@ use kube::{Client, Config};
 
 use super::values::timeout;
 
+mod kubeconfig_ca;
+
+/// The client of `config`: kube's own, with the platform's certificate verifier; on macOS
+/// one that trusts the kubeconfig's certificate authority ([`kubeconfig_ca`]), which
+/// `SEXTON_KUBECONFIG_CA_CLIENT=1` selects on any platform (tests/version.rs runs it so
+/// against the real API server: nothing runs the macOS binary here).
+fn new_client(config: Config) -> Result<Client, ClientError> {
+    if cfg!(target_os = "macos") || std::env::var_os("SEXTON_KUBECONFIG_CA_CLIENT").is_some() {
+        return kubeconfig_ca::client(config);
+    }
+    Client::try_from(config).map_err(ClientError::Client)
+}
+
 /// `--kubeconfig`, `--context` and `--request-timeout` of the commands people run
 /// (`doctor`, `ejob results`, `version`), as kubectl spells them.
 #[derive(Args, Debug, Clone)]
@@ -38,7 +51,7 @@ impl KubeFlags {
         config.read_timeout = Some(t);
         config.write_timeout = Some(t);
         let url = config.cluster_url.to_string();
-        let client = Client::try_from(config).map_err(ClientError::Client)?;
+        let client = new_client(config)?;
         let unreachable = |reason: String| ClientError::Unreachable {
             url: url.trim_end_matches('/').to_string(),
             reason,
@@ -98,6 +111,8 @@ pub enum ClientError {
     },
     #[error("cannot create a Kubernetes client: {0}")]
     Client(#[source] kube::Error),
+    #[error("cannot create a Kubernetes client: {0}")]
+    Tls(String),
     #[error("cannot reach the Kubernetes API server {url}: {reason}")]
     Unreachable { url: String, reason: String },
 }
@@ -133,7 +148,7 @@ pub fn service_account_namespace() -> Option<String> {
 /// A client for `kubeconfig` (or the inferred configuration), in `context` if given.
 async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client, ClientError> {
     let config = config(kubeconfig, context).await?;
-    Client::try_from(config).map_err(ClientError::Client)
+    new_client(config)
 }
 
 async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Config, ClientError> {

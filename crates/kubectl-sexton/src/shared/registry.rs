@@ -196,6 +196,14 @@ impl<'a> Lookup<'a> {
         let reference: Reference = image
             .parse()
             .map_err(|e| Unresolved(format!("not a valid image reference: {e}")))?;
+        #[cfg(target_os = "macos")]
+        if !self.insecure.iter().any(|r| r == reference.registry()) {
+            // (Cargo.toml: no TLS for registries in the macOS build)
+            return Err(Unresolved(format!(
+                "the macOS build of kubectl-sexton reads registries over plain HTTP only (--insecure-registry), not {}: give the container's command in the manifest, or run inject on Linux",
+                reference.registry()
+            )));
+        }
         let (auth, source) = self.credentials.for_registry(reference.registry())?;
         let read = tokio::time::timeout(self.opts.timeout, self.read(&reference, &auth));
         let failure = match read.await {

@@ -11,19 +11,12 @@ impl Shutdown {
     pub fn on_signals() -> Shutdown {
         let (tx, rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
+            let Ok(signal) = first_signal().await else {
                 error!("cannot handle SIGTERM and SIGINT: running until killed");
                 // (the sender lives on: never stopped)
                 return std::future::pending().await;
             };
-            tokio::select! {
-                _ = term.recv() => info!("SIGTERM: shutting down"),
-                _ = int.recv() => info!("SIGINT: shutting down"),
-            }
+            info!("{signal}: shutting down");
             let _ = tx.send(true);
         });
         Shutdown(rx)
@@ -33,4 +26,23 @@ impl Shutdown {
         let mut rx = self.0.clone();
         let _ = rx.wait_for(|v| *v).await;
     }
+}
+
+/// The first of SIGTERM and SIGINT, by name; an error if they cannot be handled.
+#[cfg(unix)]
+async fn first_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+/// Ctrl-C, the one signal of a Windows console (the plugin's build for the desktop: the
+/// server commands run in the cluster, on Linux).
+#[cfg(not(unix))]
+async fn first_signal() -> std::io::Result<&'static str> {
+    tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
 }

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""README.md's quick start, walked as a new user would: its shell blocks, in the order the
+README has them, run as one script against the real node of scripts/e2e-cluster.sh, ending
+with Jobs that complete. Editing the README changes what runs here: a step removed or moved
+before what it needs fails the walk (the images must be pushed, to a path of this walk's
+own, before a pod can pull them; the plugin installed before `kubectl sexton`; the namespace
+made before it is labelled; the Job injected before it is waited for). Two steps have no
+effect this node can show, so removing them goes unnoticed: the chart's install (a
+server-side dry run here, see SUBSTITUTIONS) and the namespace's label (no webhook runs).
+
+Only what must differ on this machine is substituted, each substitution listed in
+SUBSTITUTIONS with the reason; each must match the README exactly as often as it says, so
+a README edit that moves one of them away from its reason fails here rather than be run
+unsubstituted. Around the walk the environment is set as a user's would be, without touching
+the README's commands:
+  - KUBECONFIG is the node's cluster (scripts/e2e-cluster.sh), kubectl and helm on the PATH;
+  - the node pulls the README's images from the registry they were pushed to (the loopback
+    test registry of scripts/registry.sh; containerd reaches 127.0.0.1 over plain HTTP);
+  - busybox:1.36, which the examples run and the node cannot pull (nothing outside this
+    machine is reached), is the node's busybox:e2e (Debian's busybox-static) under that
+    name.
+
+  e2e/quickstart.py            the walk (brings the node up if needed, like e2e/run.sh)
+  e2e/quickstart.py --print    print the script it would run, substitutions made
+
+Needs what e2e/run.sh needs (root, the images of scripts/images.sh); run under the e2e lock
+(scripts/test.sh's e2e stage runs it after e2e/run.sh).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (README text, what the test runs instead, how many times the README has it, why)
+SUBSTITUTIONS = [
+    (
+        "git clone https://github.com/sexton-dev/sexton && cd sexton",
+        'cd "$QUICKSTART_ROOT"',
+        1,
+        "no network here: the checkout under test is the clone",
+    ),
+    (
+        "export REGISTRY=registry.example.com/team",
+        'export REGISTRY="$QUICKSTART_REGISTRY"',
+        1,
+        "the registry the user pushes to: the anonymous loopback registry of scripts/registry.sh, "
+        "under a path of this walk's own (a step that should have pushed finds nothing there)",
+    ),
+    (
+        "/usr/local/bin/",
+        '"$QUICKSTART_BIN/"',
+        1,
+        "the plugin is installed into a directory of the test's, first on the PATH, not the machine's",
+    ),
+    (
+        'scripts/publish.sh "$REGISTRY" --no-build --no-push',
+        'scripts/publish.sh "$REGISTRY" --no-build --no-push -- --dry-run=server',
+        1,
+        "the node has no Service network (no kube-proxy, no cluster DNS): the chart's pods could "
+        "not reach the API server, so the release is checked and admitted by the API server "
+        "(every object) but not installed; the Job after it is injected by the plugin",
+    ),
+]
+
+
+def quick_start(readme):
+    """The shell blocks of the README's '## Quick start' section, in document order."""
+    m = re.search(r"^## Quick start\n(.*?)(?=^## )", readme, re.S | re.M)
+    if not m:
+        sys.exit("quickstart: README.md has no '## Quick start' section")
+    blocks = re.findall(r"^```sh\n(.*?)^```", m.group(1), re.S | re.M)
+    if not blocks:
+        sys.exit("quickstart: README.md's quick start has no ```sh block")
+    return blocks
+
+
+def substituted(blocks):
+    script = "\n".join(blocks)
+    for text, instead, times, why in SUBSTITUTIONS:
+        found = script.count(text)
+        if found != times:
+            sys.exit(
+                f"quickstart: README.md's quick start has {text!r} {found} times, not {times}: "
+                f"review the substitution in e2e/quickstart.py ({why})"
+            )
+        script = script.replace(text, instead)
+    return script
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, **kw)
+
+
+def node_images(env, registry_port):
+    """The node's names for the images the walk runs but cannot pull from the Internet, and
+    none of the images an earlier walk pulled from the registry."""
+    sock = os.path.join(env["SEXTON_E2E_STATE"], "containerd.sock")
+    ctr = ["ctr", "--address", sock, "-n", "k8s.io", "images"]
+    run(ctr + ["tag", "--force", "docker.io/library/busybox:e2e", "docker.io/library/busybox:1.36"],
+        stdout=subprocess.DEVNULL)
+    listed = run(ctr + ["ls", "-q"], capture_output=True).stdout.split()
+    stale = [r for r in listed if r.startswith(f"127.0.0.1:{registry_port}/quickstart-")]
+    if stale:
+        run(ctr + ["rm"] + stale, stdout=subprocess.DEVNULL)
+
+
+def main():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    script = substituted(quick_start(readme))
+    if sys.argv[1:] == ["--print"]:
+        print(script)
+        return
+    env = dict(os.environ)
+    env.setdefault("SEXTON_E2E_STATE", "/tmp/sexton-e2e")
+    found = shutil.which("kubectl-sexton", path=env["PATH"])
+    if found:
+        sys.exit(f"quickstart: {found} is on the PATH: it would hide a missing install step of the README")
+    # (`up` imports the images again: not when e2e/run.sh has just brought the node up)
+    node_up = subprocess.run([f"{ROOT}/scripts/e2e-cluster.sh", "status"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    up = run([f"{ROOT}/scripts/e2e-cluster.sh", "env" if node_up else "up"], capture_output=True, env=env).stdout
+    kubeconfig = re.search(r"KUBECONFIG=(\S+)", up).group(1).strip("'\"")
+    port = env.get("SEXTON_REGISTRY_PORT", "15000")
+    run([f"{ROOT}/scripts/registry.sh", "up"], stdout=subprocess.DEVNULL, env=env)
+    node_images(env, port)
+    kubectl_dir = run([f"{ROOT}/scripts/testenv.sh", "kubectl-dir"], capture_output=True, env=env).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="sexton-quickstart-") as tmp:
+        bin_dir = os.path.join(tmp, "bin")
+        os.mkdir(bin_dir)
+        env.update(
+            KUBECONFIG=kubeconfig,
+            QUICKSTART_ROOT=ROOT,
+            QUICKSTART_REGISTRY=f"127.0.0.1:{port}/quickstart-{os.getpid()}",
+            QUICKSTART_BIN=bin_dir,
+            PATH=f"{bin_dir}:{env['PATH']}:{kubectl_dir}",
+        )
+        # (before: what an interrupted walk left; the README creates the namespace)
+        remove_walk_objects(env)
+        try:
+            walk(script, env, tmp)
+        finally:
+            remove_walk_objects(env)
+
+
+def remove_walk_objects(env):
+    """The README's Job of (a) and namespace of (b), gone (deletion awaited, bounded)."""
+    for what in (["job", "report", "-n", "default"], ["namespace", "batch"]):
+        subprocess.run(["kubectl", "delete", *what, "--ignore-not-found", "--timeout=120s"],
+                       env=env, stdout=subprocess.DEVNULL, check=False)
+
+
+def walk(script, env, tmp):
+    path = os.path.join(tmp, "quickstart.sh")
+    with open(path, "w") as f:
+        # -x: the log shows each README command as it runs, substitutions made
+        f.write("set -euxo pipefail\n" + script)
+    print(f"quickstart: README.md's quick start, {script.count(chr(10))} lines", flush=True)
+    done = subprocess.run(["bash", path], env=env, cwd=tmp, timeout=1800)
+    if done.returncode != 0:
+        sys.exit(f"quickstart: FAIL: the quick start stopped (exit {done.returncode}) at the command above")
+    # The walk's last Job: complete, as the README promises
+    job = json.loads(run(["kubectl", "get", "-n", "batch", "job/report", "-o", "json"],
+                         capture_output=True, env=env).stdout)
+    conditions = {c["type"]: c["status"] for c in job.get("status", {}).get("conditions", [])}
+    if conditions.get("Complete") != "True":
+        sys.exit(f"quickstart: FAIL: job batch/report is not Complete: {conditions}")
+    print("quickstart: ok: the README's quick start ran in order and its Job completed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# kubectl-sexton for the desktops that run kubectl: macOS (amd64, arm64) and Windows (amd64),
+# cross-built here with cargo-zigbuild (zig as the C compiler and linker; no macOS SDK, no
+# MinGW), then checked:
+#   - Windows: the real .exe runs under Wine (Debian's wine64): --help, version --client,
+#     inject -f and uninject -f of a Job, each compared with the linux/amd64 binary's
+#     output (line endings and the .exe suffix aside);
+#   - macOS: each binary is a Mach-O executable for its CPU (magic, cputype, filetype) that
+#     loads nothing but libSystem and libiconv (no framework: nothing here could link one).
+# The binaries go to target/images/bin/{darwin-amd64,darwin-arm64,windows-amd64}/, where
+# scripts/release.sh archives them.
+#
+#   scripts/desktop.sh          tools, build, check
+#   scripts/desktop.sh tools    rustup's targets, cargo-zigbuild and zig (scripts/tools.sh,
+#                               from PyPI, cached in ~/.cache/sexton-tools), Wine (apt)
+#   scripts/desktop.sh build    the three binaries (one cargo, profile desktop; installs
+#                               the build tools above if missing)
+#   scripts/desktop.sh check    the checks above (LINUX_PLUGIN: the binary to compare with,
+#                               default target/images/bin/linux-amd64/kubectl-sexton)
+#
+# Build cost: each target compiles kubectl-sexton's whole dependency tree (~270 crates) with
+# profile `desktop` (Cargo.toml: opt-level 1, no LTO). Not yet measured to the end: on the
+# loaded 2-core machine (2026-11-27, at nice 10 beside ten CI runs) the Windows build took
+# 450 CPU-s (user+sys) for its first 264 crates in 78 minutes, k8s-openapi, kube's crates,
+# reqwest and kubectl-sexton itself still to come.
+# The Linux build is untouched (its dependencies and features are as before).
+# Wine's prefix (its C: drive, made on first use, ~20 s): ~/.cache/sexton-wine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT="$ROOT/target/images/bin"
+# platform directory, Rust target, file name
+DESKTOPS=(darwin-amd64:x86_64-apple-darwin:kubectl-sexton
+  darwin-arm64:aarch64-apple-darwin:kubectl-sexton
+  windows-amd64:x86_64-pc-windows-gnu:kubectl-sexton.exe)
+export WINEPREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/sexton-wine" WINEDEBUG=-all
+
+log() { echo "desktop.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# What the build needs: Rust's standard library for each target, cargo-zigbuild and zig.
+build_tools() {
+  local d t
+  for d in "${DESKTOPS[@]}"; do
+    t=$(echo "$d" | cut -d: -f2)
+    rustup target list --installed 2>/dev/null | grep -qx "$t" || rustup target add "$t" >&2 \
+      || die "no Rust standard library for $t (rustup target add $t)"
+  done
+  scripts/tools.sh cargo-zigbuild >/dev/null
+}
+
+# ... and what the checks need: Wine.
+tools() {
+  build_tools
+  if ! command -v wine >/dev/null || [ ! -x /usr/lib/wine/wine64 ]; then
+    [ "$(id -u)" = 0 ] || die "missing: wine wine64 (install them, or run as root)"
+    log "installing wine wine64"
+    # (waits for another apt of the same run rather than fail on dpkg's lock)
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+      --no-install-recommends wine wine64 >/dev/null
+  fi
+}
+
+build() {
+  local zigbuild d targets=()
+  build_tools
+  zigbuild=$(scripts/tools.sh cargo-zigbuild)
+  for d in "${DESKTOPS[@]}"; do targets+=(--target "$(echo "$d" | cut -d: -f2)"); done
+  # (cargo-zigbuild runs zig as `python3 -m ziglang`: its environment's python first)
+  PATH="$(dirname "$zigbuild"):$PATH" "$zigbuild" zigbuild --profile desktop --locked \
+    -p kubectl-sexton --bin kubectl-sexton "${targets[@]}"
+  local dir triple file
+  for d in "${DESKTOPS[@]}"; do
+    IFS=: read -r dir triple file <<<"$d"
+    mkdir -p "$OUT/$dir"
+    cp "$ROOT/target/$triple/desktop/$file" "$OUT/$dir/$file"
+  done
+  log "built: $(cd "$OUT" && echo darwin-*/kubectl-sexton windows-*/kubectl-sexton.exe)"
+}
+
+check() {
+  python3 - "$OUT/darwin-amd64/kubectl-sexton" x86_64 "$OUT/darwin-arm64/kubectl-sexton" arm64 <<'EOF'
+import struct, sys
+CPU = {"x86_64": 0x01000007, "arm64": 0x0100000C}
+LOADS = {0xC, 0x80000018, 0x8000001F}  # LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB, LC_REEXPORT_DYLIB
+ALLOWED = ("/usr/lib/libSystem.B.dylib", "/usr/lib/libiconv.2.dylib")
+args = sys.argv[1:]
+for path, arch in zip(args[::2], args[1::2]):
+    data = open(path, "rb").read()
+    magic, cpu, _, filetype, ncmds = struct.unpack_from("<IiiII", data, 0)
+    assert magic == 0xFEEDFACF, f"{path}: not a 64-bit Mach-O file (magic {magic:#x})"
+    assert cpu == CPU[arch], f"{path}: cputype {cpu:#x}, not {arch} ({CPU[arch]:#x})"
+    assert filetype == 2, f"{path}: Mach-O filetype {filetype}, not MH_EXECUTE"
+    off, dylibs = 32, []
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", data, off)
+        if cmd in LOADS:
+            name = struct.unpack_from("<I", data, off + 8)[0]
+            dylibs.append(data[off + name:off + size].split(b"\0")[0].decode())
+        off += size
+    extra = [d for d in dylibs if d not in ALLOWED]
+    assert not extra, f"{path}: loads {extra}: a framework needs the macOS SDK to link"
+    assert "/usr/lib/libSystem.B.dylib" in dylibs, f"{path}: loads {dylibs}, not libSystem"
+    print(f"desktop.sh: {path}: Mach-O executable, {arch}, loads {', '.join(dylibs)}", file=sys.stderr)
+EOF
+  wine_tests
+}
+
+# Each command under Wine and natively: the same exit code, the same stdout and stderr
+# once Windows' CRLF and the .exe suffix are taken out.
+wine_tests() {
+  local exe="$OUT/windows-amd64/kubectl-sexton.exe"
+  local linux="${LINUX_PLUGIN:-$OUT/linux-amd64/kubectl-sexton}"
+  [ -x "$linux" ] || die "$linux is missing (scripts/images.sh cluster builds it)"
+  [ -f "$exe" ] || die "$exe is missing (scripts/desktop.sh build)"
+  command -v wine >/dev/null || die "wine is missing (scripts/desktop.sh tools)"
+  local tmp; tmp=$(mktemp -d)
+  # shellcheck disable=SC2064  # (expanded now)
+  trap "rm -rf '$tmp'" EXIT
+  cp examples/inject/job.yaml "$tmp/job.yaml"
+  "$linux" inject -f "$tmp/job.yaml" >"$tmp/injected.yaml" 2>/dev/null
+  local n=0
+  same() { # ARGS...: the .exe and the Linux binary agree
+    n=$((n + 1))
+    local w=0 l=0
+    (cd "$tmp" && timeout 120 wine "$exe" "$@" >"w.out" 2>"w.err") || w=$?
+    (cd "$tmp" && timeout 60 "$linux" "$@" >"l.out" 2>"l.err") || l=$?
+    [ "$w" = "$l" ] || { cat "$tmp/w.err" >&2; die "wine kubectl-sexton.exe $*: exit $w, Linux $l"; }
+    local s
+    for s in out err; do
+      sed -e 's/\r$//' -e 's/kubectl-sexton\.exe/kubectl-sexton/g' "$tmp/w.$s" >"$tmp/w.$s.n"
+      diff -u "$tmp/l.$s" "$tmp/w.$s.n" >&2 || die "wine kubectl-sexton.exe $*: std$s differs from Linux's (diff above)"
+    done
+    [ -s "$tmp/l.out" ] || [ -s "$tmp/l.err" ] || die "kubectl-sexton $*: printed nothing"
+  }
+  same --help
+  same version --client
+  same inject -f job.yaml
+  same inject --strategy wrap -f job.yaml
+  same uninject -f injected.yaml
+  # a missing file: the same exit code and a message naming it (the OS's words differ)
+  local w=0 l=0
+  (cd "$tmp" && timeout 120 wine "$exe" inject -f missing.yaml >/dev/null 2>w.err) || w=$?
+  (cd "$tmp" && "$linux" inject -f missing.yaml >/dev/null 2>/dev/null) || l=$?
+  if [ "$w" != "$l" ] || [ "$w" = 0 ] || ! grep -q missing.yaml "$tmp/w.err"; then
+    die "wine kubectl-sexton.exe inject -f missing.yaml: exit $w (Linux $l): $(cat "$tmp/w.err")"
+  fi
+  log "wine: kubectl-sexton.exe agrees with linux/amd64 on $n commands"
+}
+
+case "${1:-all}" in
+  all) tools; build; check ;;
+  tools) tools ;;
+  build) build ;;
+  check) check ;;
+  *) echo "usage: $0 [tools|build|check]" >&2; exit 2 ;;
+esac
