@@ -12,7 +12,8 @@
 #                                    server (about 20 minutes without waits); rewrites the
 #                                    results of "Admission webhook: latency under load" in
 #                                    BENCHMARKS.md
-#   bench/webhook.sh --quick         5 s per rate, 30 s long run, BENCHMARKS.md left alone
+#   bench/webhook.sh --quick         3 s per rate after 1 s of warm-up, a 10 s long run, BENCHMARKS.md
+#                                    left alone: to check the harness (about 70 s without waits)
 #   bench/webhook.sh --secs N --warmup N --soak-secs N (0: none) --rates 100,500,1000
 #   bench/webhook.sh --no-update     BENCHMARKS.md left alone
 #   bench/webhook.sh --no-go-floor   sexton alone
@@ -25,7 +26,7 @@
 # Before each window it waits until no build process (rustc, cargo, their linkers, go and
 # its compile/link) has run for 3 s (other engineers build on this machine); windows with
 # more than 0.25 cores of other load are measured again once. Raw results:
-# target/bench/webhook.json.
+# target/bench/webhook.json (stamped: bench/stamp.py), the tables in target/bench/webhook.md.
 #
 # No API server is needed: with --kubernetes-version the webhook asks the API server for
 # nothing at start, and these reviews (no refusal, so no Event; `native` needs no registry
@@ -34,21 +35,23 @@
 #
 # vegeta is built from its Go module into ~/.cache/sexton-bench (VEGETA_BIN to use another),
 # and so is the Go floor (bench/webhook/gofloor: its go.mod and go.sum pin k8s.io/api;
-# GOFLOOR_BIN to use another build).
+# GOFLOOR_BIN to use another build; with SEXTON_BENCH_PEERS=if-built, only if built before).
 set -euo pipefail
+CALLER=$PWD   # (paths given with --bin and --kubeconfig are the caller's)
+abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
 cd "$(dirname "$0")/.."
 SECS=30 WARMUP=5 SOAK=300 RATES=100,500,1000 UPDATE=true BIN="" KUBECONFIG_FILE="" MAX_WAIT=600
 MAX_WAIT_TOTAL=1800 GO_FLOOR=true NICE=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) SECS=5 WARMUP=2 SOAK=30 UPDATE=false ;;
+    --quick) SECS=3 WARMUP=1 SOAK=10 UPDATE=false ;;
     --secs) SECS=$2; shift ;;
     --warmup) WARMUP=$2; shift ;;
     --soak-secs) SOAK=$2; shift ;;
     --rates) RATES=$2; shift ;;
     --no-update) UPDATE=false ;;
-    --bin) BIN=$2; shift ;;
-    --kubeconfig) KUBECONFIG_FILE=$2; shift ;;
+    --bin) BIN="$(abs "$2")"; shift ;;
+    --kubeconfig) KUBECONFIG_FILE="$(abs "$2")"; shift ;;
     --max-wait) MAX_WAIT=$2; shift ;;
     --max-wait-total) MAX_WAIT_TOTAL=$2; shift ;;
     --no-go-floor) GO_FLOOR=false ;;
@@ -96,6 +99,12 @@ GOFLOOR_DESC=""
 if $GO_FLOOR; then
   src=bench/webhook/gofloor
   GOFLOOR="${GOFLOOR_BIN:-$CACHE/bin/gofloor-$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)}"
+  if [ ! -x "$GOFLOOR" ] && [ "${SEXTON_BENCH_PEERS:-build}" = if-built ]; then
+    log "the Go floor is not built, and SEXTON_BENCH_PEERS=if-built builds no peer: sexton alone"
+    GO_FLOOR=false
+  fi
+fi
+if $GO_FLOOR; then
   if [ ! -x "$GOFLOOR" ]; then
     log "building the Go floor ($src) into $CACHE/bin"
     mkdir -p "$CACHE/bin"
@@ -179,6 +188,7 @@ if $GO_FLOOR; then
   log "Go floor PID $GOPID on https://$GOADDR/mutate $GOFLOOR_DESC"
 fi
 
+python3 bench/stamp.py begin >"$OUT/webhook.stamp.json"
 python3 bench/webhook/measure.py run "${SERVERS[@]}" --ca "$WORK/tls.crt" --work "$WORK" \
   --vegeta "$VEGETA" --vegeta-version "$VEGETA_DESC" --go-floor "$GOFLOOR_DESC" \
   --commit "$BUILT" --binary-bytes "$(stat -c %s "$WORK/kubectl-sexton")" \
@@ -190,7 +200,8 @@ if grep -hE '"level":"(WARN|ERROR)"' "$WORK/webhook.log" "$WORK"/gofloor.log >&2
   echo "bench/webhook.sh: a webhook logged warnings or errors (above): results not recorded" >&2
   exit 1
 fi
-python3 bench/webhook/measure.py markdown "$OUT/webhook.json"
+python3 bench/stamp.py end "$OUT/webhook.stamp.json" "$OUT/webhook.json"
+python3 bench/webhook/measure.py markdown "$OUT/webhook.json" | tee "$OUT/webhook.md"
 if $UPDATE; then
   python3 bench/webhook/measure.py update "$OUT/webhook.json" BENCHMARKS.md
   log "BENCHMARKS.md updated"

@@ -34,7 +34,12 @@ reruns the failing test alone):
            (scripts/testenv.sh) and registries (scripts/registry.sh), started here
   arm64    the in-pod integration tests again with the shipped arm64 binary under
            qemu-aarch64-static
-  e2e      end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images)
+  e2e      end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images),
+           then the quick forms of bench/completion.sh and bench/deletion.sh on that node
+  bench    the quick forms of the other benchmarks (bench/webhook.sh, bench/scale.sh,
+           bench/run.sh): each must write its results stamped, every table filled
+           (bench/check.py); the figures are not asserted. (In a full run they run where
+           what they need is up: webhook and scale after test, run.sh after the images.)
   release  the release rehearsal into the local registry (scripts/release.sh local)
 
 Services this script starts are stopped at its end; one already running is reused and left.
@@ -52,8 +57,8 @@ case "${1:-}" in
   --stage)
     MODE=stage STAGE=${2:-}
     case "$STAGE" in
-      setup|layers|images|build|lint|test|arm64|e2e|release) ;;
-      *) echo "test.sh: --stage needs one of setup layers images build lint test arm64 e2e release, not '${STAGE}'" >&2; exit 2 ;;
+      setup|layers|images|build|lint|test|arm64|e2e|bench|release) ;;
+      *) echo "test.sh: --stage needs one of setup layers images build lint test arm64 e2e bench release, not '${STAGE}'" >&2; exit 2 ;;
     esac
     [ $# -eq 2 ] || { usage >&2; exit 2; } ;;
   "") ;;
@@ -316,6 +321,42 @@ arm64_emulation() {
 # kube-scheduler, the images of scripts/images.sh; e2e/run.sh: the scenarios with real
 # Jobs). A failed scenario is rerun alone with `e2e/run.sh N`.
 e2e() { RERUN="  e2e/run.sh   (or e2e/run.sh N for scenario N: see its header)"; e2e/run.sh; RERUN=""; }
+e2e_stage() { timed e2e e2e; timed bench-node bench_node; }
+
+# The benchmarks' quick forms (BENCHMARKS.md): every documented benchmark command runs,
+# where what it needs is up already, and its results must come out stamped with every table
+# filled (bench/check.py); the figures are not asserted (they are not stable on shared
+# machines). The peers they compare against are measured only if built before
+# (SEXTON_BENCH_PEERS=if-built): kubexit's cold build took 13 min here (loaded),
+# OpenKruise's ~7 min. The webhook's load generator (vegeta) and its Go floor are built from
+# their Go modules when missing. A failed one is rerun alone with its command.
+# bench_quick NAME TABLES CMD...: runs CMD, then checks target/bench/NAME.md.
+bench_quick() {
+  local name=$1 tables=$2; shift 2
+  RERUN="  $*"
+  SEXTON_BENCH_PEERS=if-built "$@" >"${TMPDIR:-/tmp}/sexton-test-bench-$name.log" 2>&1 \
+    || { tail -40 "${TMPDIR:-/tmp}/sexton-test-bench-$name.log" >&2; echo "test.sh: $* failed (its output's end above)" >&2; return 1; }
+  python3 bench/check.py "target/bench/$name.md" --tables "$tables"
+  RERUN=""
+}
+# The admission webhook (no cluster): the workspace's kubectl-sexton; never waits for other
+# builds (the in-pod LTO builds run beside it in a full run).
+bench_webhook() {
+  bench_quick webhook 7 bench/webhook.sh --quick --bin target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton \
+    --max-wait 0 --max-wait-total 0
+}
+# The controllers at scale, on a test control plane of their own (bench/scale.sh's ports).
+bench_scale() { bench_quick scale 4 bench/scale.sh --quick --workspace-build --no-write; }
+# The in-pod supervisor against kubexit (PID namespaces): the shipped linux/amd64 binaries.
+bench_run() {
+  bench_quick results 10 bench/run.sh --quick --bin target/images/bin/linux-amd64/sexton \
+    --slim-bin target/images/bin/linux-amd64/sexton-slim
+}
+# On the real node, after the scenarios (which leave it up): one run per strategy.
+bench_node() {
+  bench_quick completion 1 bench/completion.sh --quick --runs 1
+  bench_quick deletion 1 bench/deletion.sh --quick
+}
 
 # The release, as the workflow makes it, pushed to the local test registry
 # (scripts/release.sh: binaries, SBOM, krew manifest, chart, signed checksums, images).
@@ -351,7 +392,10 @@ case $MODE in
       arm64) need_go; start_go_builds no-node; timed images images; timed build build
         timed go-builds wait_bg go-builds; services; timed arm64 arm64 ;;   # (api.rs: the API server)
       e2e) need_go; start_go_builds node; timed images images; timed go-builds wait_bg go-builds
-        services; timed e2e e2e ;;
+        services; e2e_stage ;;
+      bench) need_go; start_go_builds no-node; timed images images; timed build build
+        timed go-builds wait_bg go-builds
+        timed bench-webhook bench_webhook; timed bench-scale bench_scale; timed bench-run bench_run ;;
       release) start_release_tools; timed images images; timed release-tools wait_bg release-tools
         timed release release ;;
     esac ;;
@@ -383,10 +427,13 @@ case $MODE in
     timed lint lint
     services
     timed test cargo_tests
+    timed bench-webhook bench_webhook
+    timed bench-scale bench_scale
     timed in-pod wait_bg in-pod
     timed images scripts/images.sh package
+    timed bench-run bench_run
     timed arm64 arm64
-    timed e2e e2e
+    e2e_stage
     timed release release ;;
 esac
 echo "test.sh: minutes per step:${TIMES}"

@@ -31,6 +31,9 @@ import time
 import urllib.request
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import stamp  # noqa: E402  (bench/stamp.py)
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # build processes: cargo/rustc and their linkers, Go's driver and its compile/link tools, C
 BUILDERS = {"rustc", "cargo", "rust-lld", "ld.lld", "go", "compile", "link", "cc", "cc1", "cc1plus",
@@ -589,7 +592,7 @@ def markdown(res):
     names = res["servers"]
     win = {(w["server"], w["case"], w["rate"]): w for w in res["windows"]}
     go = "go" in names
-    L = []
+    L = [stamp.line(res["stamp"]), ""] if "stamp" in res else []
     idle = ", ".join(f"{SERVER_TITLE[n]} {n0(res['idle_rss_kb'][n])} kB" for n in names)
     L.append(f"Measured {res['started']}: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux {m['kernel']}; "
              f"`kubectl-sexton` {res['commit']} ({n0(res['binary_bytes'])} bytes)"
