@@ -37,7 +37,7 @@ reruns the failing test alone):
   e2e      end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images),
            then the quick forms of bench/completion.sh and bench/deletion.sh on that node
   bench    the quick forms of the other benchmarks (bench/webhook.sh, bench/scale.sh,
-           bench/run.sh): each must write its results stamped, every table filled
+           bench/run.sh, bench/ships.py): each must write its results stamped, every table filled
            (bench/check.py); the figures are not asserted. (In a full run they run where
            what they need is up: webhook and scale after test, run.sh after the images.)
   release  the release rehearsal into the local registry (scripts/release.sh local)
@@ -352,6 +352,8 @@ bench_run() {
   bench_quick results 10 bench/run.sh --quick --bin target/images/bin/linux-amd64/sexton \
     --slim-bin target/images/bin/linux-amd64/sexton-slim
 }
+# The sizes of what ships (bench/ships.py: the docs quote them), from the images just built.
+bench_ships() { bench_quick ships 2 python3 bench/ships.py --no-update; }
 # On the real node, after the scenarios (which leave it up): one run per strategy.
 bench_node() {
   bench_quick completion 1 bench/completion.sh --quick --runs 1
@@ -395,7 +397,8 @@ case $MODE in
         services; e2e_stage ;;
       bench) need_go; start_go_builds no-node; timed images images; timed build build
         timed go-builds wait_bg go-builds
-        timed bench-webhook bench_webhook; timed bench-scale bench_scale; timed bench-run bench_run ;;
+        timed bench-webhook bench_webhook; timed bench-scale bench_scale; timed bench-run bench_run
+        timed bench-ships bench_ships ;;
       release) start_release_tools; timed images images; timed release-tools wait_bg release-tools
         timed release release ;;
     esac ;;
@@ -432,6 +435,7 @@ case $MODE in
     timed in-pod wait_bg in-pod
     timed images scripts/images.sh package
     timed bench-run bench_run
+    timed bench-ships bench_ships
     timed arm64 arm64
     e2e_stage
     timed release release ;;
