@@ -21,6 +21,8 @@
 #   bench/webhook.sh --kubeconfig F  give the webhook this cluster (default: see below)
 #   bench/webhook.sh --max-wait N    wait at most N s per window for builds to end (600)
 #   bench/webhook.sh --max-wait-total N   ... and N s over the whole run (1800)
+#   bench/webhook.sh --tools         only build vegeta and the Go floor (scripts/test.sh: in the
+#                                    background, beside the Rust build)
 #   bench/webhook.sh --nice N        run both webhooks and vegeta at this niceness (e.g. -10:
 #                                    ahead of builds that never stop; root); said in the results
 # Before each window it waits until no build process (rustc, cargo, their linkers, go and
@@ -41,7 +43,7 @@ CALLER=$PWD   # (paths given with --bin and --kubeconfig are the caller's)
 abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
 cd "$(dirname "$0")/.."
 SECS=30 WARMUP=5 SOAK=300 RATES=100,500,1000 UPDATE=true BIN="" KUBECONFIG_FILE="" MAX_WAIT=600
-MAX_WAIT_TOTAL=1800 GO_FLOOR=true NICE=""
+MAX_WAIT_TOTAL=1800 GO_FLOOR=true NICE="" TOOLS_ONLY=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) SECS=3 WARMUP=1 SOAK=10 UPDATE=false ;;
@@ -56,6 +58,7 @@ while [ $# -gt 0 ]; do
     --max-wait-total) MAX_WAIT_TOTAL=$2; shift ;;
     --no-go-floor) GO_FLOOR=false ;;
     --nice) NICE=$2; shift ;;
+    --tools) TOOLS_ONLY=true ;;
     *) echo "bench/webhook.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
   shift
@@ -64,20 +67,6 @@ log() { echo "== $*" >&2; }
 OUT=target/bench
 WORK=$OUT/webhook
 rm -rf "$WORK" && mkdir -p "$WORK"
-
-COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates Cargo.lock || echo '+changes')"
-if [ -z "$BIN" ]; then
-  # the build that ships for linux/amd64 (Cargo.toml, profile release-nolto)
-  (. scripts/lib.sh && build_workspace >&2)
-  BIN=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
-  BUILT="built from \`$COMMIT\`"
-else
-  # a binary built by someone else: its date says which tree it is (copy it with cp -p),
-  # HEAD only when measured
-  BUILT="given with --bin, built $(date -u -r "$BIN" +%Y-%m-%dT%H:%M:%SZ) (HEAD when measured: \`$COMMIT\`)"
-fi
-# (a copy: another build replacing the binary during the run changes nothing measured)
-cp "$BIN" "$WORK/kubectl-sexton"
 
 CACHE="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}"
 VEGETA_VERSION="${VEGETA_VERSION:-v12.13.0}"
@@ -116,6 +105,25 @@ if $GO_FLOOR; then
   GOFLOOR_GO="$(go version "$GOFLOOR" 2>/dev/null | awk '{ print $2 }')"
   GOFLOOR_DESC="(k8s.io/api ${K8S_API:-?}, ${GOFLOOR_GO:-go}, $(stat -c %s "$GOFLOOR" | sed ':a;s/\B[0-9]\{3\}\>/,&/;ta') bytes)"
 fi
+
+if $TOOLS_ONLY; then
+  log "built: $VEGETA${GOFLOOR_DESC:+ and the Go floor $GOFLOOR}"
+  exit 0
+fi
+
+COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates Cargo.lock || echo '+changes')"
+if [ -z "$BIN" ]; then
+  # the build that ships for linux/amd64 (Cargo.toml, profile release-nolto)
+  (. scripts/lib.sh && build_workspace >&2)
+  BIN=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
+  BUILT="built from \`$COMMIT\`"
+else
+  # a binary built by someone else: its date says which tree it is (copy it with cp -p),
+  # HEAD only when measured
+  BUILT="given with --bin, built $(date -u -r "$BIN" +%Y-%m-%dT%H:%M:%SZ) (HEAD when measured: \`$COMMIT\`)"
+fi
+# (a copy: another build replacing the binary during the run changes nothing measured)
+cp "$BIN" "$WORK/kubectl-sexton"
 
 # A throwaway serving certificate: ECDSA P-256 like the self-managed mode's (rcgen).
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \

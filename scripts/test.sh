@@ -154,8 +154,11 @@ start_go_builds() {
   local plane=(kube-apiserver kube-controller-manager etcd)
   [ "$1" = node ] && plane+=(kubelet kube-scheduler)   # (one go build: see testenv.sh)
   # shellcheck disable=SC2016  # (expanded by the inner shell)
+  # (vegeta: bench/webhook.sh's load generator, 13 min cold on this loaded machine; the Go
+  # floor, a peer, only if built before)
   bg go-builds 0 bash -c 'set -e; scripts/tools.sh helm; scripts/tools.sh actionlint
-    scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook' _ "${plane[@]}"
+    scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook
+    SEXTON_BENCH_PEERS=if-built bench/webhook.sh --tools' _ "${plane[@]}"
 }
 
 # The release step's tools (cosign, cargo-cyclonedx, krew: ~13 minutes of builds when not
@@ -327,9 +330,10 @@ e2e_stage() { timed e2e e2e; timed bench-node bench_node; }
 # where what it needs is up already, and its results must come out stamped with every table
 # filled (bench/check.py); the figures are not asserted (they are not stable on shared
 # machines). The peers they compare against are measured only if built before
-# (SEXTON_BENCH_PEERS=if-built): kubexit's cold build took 13 min here (loaded),
-# OpenKruise's ~7 min. The webhook's load generator (vegeta) and its Go floor are built from
-# their Go modules when missing. A failed one is rerun alone with its command.
+# (SEXTON_BENCH_PEERS=if-built): their cold builds took minutes (kubexit 13, the webhook's Go
+# floor 25, both on this loaded 2-core machine; OpenKruise's manager ~7 quiet). The webhook's
+# load generator (vegeta) is built from its Go module when missing. A failed one is rerun
+# alone with its command.
 # bench_quick NAME TABLES CMD...: runs CMD, then checks target/bench/NAME.md.
 bench_quick() {
   local name=$1 tables=$2; shift 2

@@ -545,6 +545,7 @@ struct Figures {
     completion: Vec<(&'static str, String)>, // (strategy, median)
     webhook_p99_500: (String, String, String), // injected, unchanged, Go floor injected
     webhook_p99_1000: String,
+    webhook_soak: (f64, String), // % of a core, max RSS (MB), over the long run at 500/s
     controller: Controller,
     sizes: Sizes,
 }
@@ -611,6 +612,7 @@ fn figures() -> Figures {
     .collect();
     let p99 = table(&doc, "**Latency p99 (µs)**");
     let hook = |rate, case, col| ms_of_us(p99.num(&[rate, case], col));
+    let soak = table(&doc, "run at 500 requests/s**");
     let big = table(&doc, "**10,000 running pods, 100 per second**");
     let swap = table(&doc, "**10,000 running pods, 20 per second**");
     let small = table(&doc, "**1,000 running pods, 10 per second**");
@@ -653,6 +655,10 @@ fn figures() -> Figures {
             hook("500", "marked", "Go floor"),
         ),
         webhook_p99_1000: hook("1,000", "marked", "sexton"),
+        webhook_soak: (
+            soak.num(&["webhook CPU"], "sexton"),
+            mb_of_kb(soak.last_num(&["RSS min / max"], "sexton")),
+        ),
         controller: Controller {
             rss_idle_10k: big.num(&["RSS idle"], sx),
             rss_max_10k: big.num(&["RSS max in the window"], sx),
@@ -819,8 +825,9 @@ fn webhook_latency_is_benchmarks_md() {
         "**Latency** ([`bench/webhook.sh`](https://github.com/sexton-dev/sexton/blob/main/bench/webhook.sh), \
          BENCHMARKS.md \"Admission webhook: latency under load\"; TLS, keep-alive, 2 vCPUs): p99 {injected} \
          at 500 reviews/s for an injection (a minimal Go webhook that returns the same patch: {go}), \
-         {unchanged} for an unchanged Pod, {} at 1 000/s.\n",
-        f.webhook_p99_1000
+         {unchanged} for an unchanged Pod, {} at 1 000/s; {:.0} % of a core and {} MB RSS at most over the \
+         long run at 500/s.\n",
+        f.webhook_p99_1000, f.webhook_soak.0, f.webhook_soak.1
     );
     check_fragment("docs/webhook.md", "latency", &out);
 }
