@@ -6,6 +6,8 @@ their sizes from there: crates/kubectl-sexton/tests/docs.rs).
 
   bench/ships.py               measure target/images and rewrite the section
   bench/ships.py --no-update   BENCHMARKS.md left alone
+  bench/ships.py --images DIR  the images of another work tree (DIR: its target/images); the
+                               stamp names that tree's commit
 
 Compressed: what a node pulls for one platform (the gzip layer, the config and the
 manifest); uncompressed: the layer as the node stores it (the tar).
@@ -19,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stamp  # noqa: E402  (bench/stamp.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IMAGES = os.path.join(ROOT, "target", "images")
+IMAGES = os.path.join(ROOT, "target", "images")  # (--images DIR replaces it)
 ARCHES = ["amd64", "arm64"]
 BINARIES = [
     ("sexton", "`sexton` (with the API client)"),
@@ -110,12 +112,19 @@ def markdown(r):
 
 
 def main():
-    update = sys.argv[1:] != ["--no-update"]
-    if sys.argv[1:] not in ([], ["--no-update"]):
-        sys.exit(__doc__)
+    global IMAGES
+    args, update, tree = sys.argv[1:], True, ROOT
+    while args:
+        if args[0] == "--no-update":
+            update, args = False, args[1:]
+        elif args[0] == "--images" and len(args) > 1:
+            IMAGES = os.path.abspath(args[1])
+            tree, args = os.path.dirname(os.path.dirname(IMAGES)), args[2:]
+        else:
+            sys.exit(__doc__)
     out = os.path.join(ROOT, "target", "bench")
     os.makedirs(out, exist_ok=True)
-    began = stamp.begin()
+    began = stamp.begin(tree)
     r = measure()
     r["stamp"] = stamp.end(began)
     with open(os.path.join(out, "ships.json"), "w") as f:

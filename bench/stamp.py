@@ -27,9 +27,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINE_PREFIX = "Measured at "
 
 
-def git(*args):
+def git(*args, root=ROOT):
     try:
-        return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True,
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return ""
@@ -49,10 +49,11 @@ def loadavg():
     return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
 
 
-def begin():
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+def begin(root=ROOT):
+    """The stamp's first half; `root`: the work tree the measured binaries were built in."""
+    commit = git("rev-parse", "--short", "HEAD", root=root) or "unknown"
     # what the measured binaries are built from: the code, not the documents
-    dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", "crates", "bench",
+    dirty = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD", "--", "crates", "bench",
                             "Cargo.lock"]).returncode != 0 if commit != "unknown" else False
     return {
         "commit": commit + ("+changes" if dirty else ""),
