@@ -5,6 +5,7 @@ and every table is whole: a header, at least one row, the header's number of cel
 row, and no cell of a row empty. scripts/test.sh runs it after each quick benchmark.
 
   check.py FILE.md --tables N [--stamps M]
+  check.py --self-test        it flags each kind of defect (scripts/test.sh, lint stage)
 
 A cell that holds nothing, `nan` or `None` is empty (a value the harness failed to get);
 a harness that has nothing to say in a cell writes "–".
@@ -61,7 +62,33 @@ def check(text, want_tables, want_stamps):
     return problems
 
 
+def self_test():
+    """The checker finds what it is for: a whole, stamped file passes; an empty cell, a
+    missing table, a short row and a missing stamp each fail (scripts/test.sh's lint stage)."""
+    stamp = ("Measured at `5a38a77` on 2026-11-27 05:00:46 UTC: AMD EPYC, 2 cores, Linux 6.18; "
+             "**loaded machine** (1-minute load average 23.77 before, 23.77 after).")
+    table = "| | a | b |\n|---|---:|---:|\n| x | 1 | 2 |\n| y | 3 | – |"
+    good = f"{stamp}\n\n{table}\n"
+    cases = [
+        ("whole", good, 1, []),
+        ("empty cell", good.replace("| 3 |", "|  |"), 1, ["empty"]),
+        ("nan cell", good.replace("| 3 |", "| nan |"), 1, ["empty"]),
+        ("missing table", good, 2, ["1 table(s), 2 wanted"]),
+        ("short row", good.replace("| x | 1 | 2 |", "| x | 1 |"), 1, ["cells, the header has 3"]),
+        ("missing stamp", table + "\n", 1, ["stamp"]),
+        ("rows missing", f"{stamp}\n\n| | a |\n|---|---:|\n", 1, ["without rows"]),
+    ]
+    for name, text, tables, want in cases:
+        got = check(text, tables, 1)
+        ok = (not got) if not want else all(any(w in g for g in got) for w in want)
+        if not ok:
+            sys.exit(f"check.py --self-test: {name}: found {got}, wanted {want or 'nothing'}")
+    print(f"check.py --self-test: {len(cases)} cases")
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("file")
     p.add_argument("--tables", type=int, required=True, help="at least this many tables")

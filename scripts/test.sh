@@ -236,6 +236,7 @@ lint() {
   "$(scripts/tools.sh actionlint)" .github/workflows/*.yaml
   wait_bg book-tools
   scripts/book.sh                         # mdbook build docs, every link and anchor, a screenshot
+  python3 bench/check.py --self-test      # the benchmarks' checker flags what it is for
 }
 
 # cargo_test PREFIX ARGS...: cargo test, its output also kept, so that a failure names the
