@@ -335,6 +335,10 @@ e2e_stage() { timed e2e e2e; timed bench-node bench_node; }
 # floor 25, both on this loaded 2-core machine; OpenKruise's manager ~7 quiet). The webhook's
 # load generator (vegeta) is built from its Go module when missing. A failed one is rerun
 # alone with its command.
+# Wall time measured on this 2-core machine while loaded (load 20-36, nice 10), so upper
+# bounds: bench/run.sh --quick's harness 145 s with kubexit, 118 s with the stand-in;
+# bench/webhook.sh --quick 469 s (its windows are 68 s: the rest was waiting for CPU);
+# bench/ships.py under 1 s. scale.sh --quick and the real node's two were not timed yet.
 # bench_quick NAME TABLES CMD...: runs CMD, then checks target/bench/NAME.md.
 bench_quick() {
   local name=$1 tables=$2; shift 2
