@@ -6,7 +6,9 @@
 #                                    the table of "Time to Job completion on a real node" in
 #                                    BENCHMARKS.md
 #   bench/completion.sh --runs N     N runs per strategy
-#   bench/completion.sh --quick      2 runs per strategy, BENCHMARKS.md left alone
+#   bench/completion.sh --quick      2 runs per strategy, BENCHMARKS.md left alone; without
+#                                    kubexit when bench/kubexit.sh cannot get it
+#   bench/completion.sh --strategies wrap,native,...   these strategies only
 #   bench/completion.sh --no-update  BENCHMARKS.md left alone
 #   bench/completion.sh --no-spread  main works exactly 2 s in every round (see measure.py)
 # Strategies, one Job per run, run in turn (a b c d e a b c d e ...), the workload of
@@ -20,17 +22,19 @@
 #                   `kubectl-sexton controller --controllers sidecar-terminator` running
 #   native-wrap  e. the wrap output with the sidecar moved to the init containers with
 #                   restartPolicy Always (a native sidecar that sexton also ends)
-# Raw results: target/bench/completion.json. Needs root (the node), python3, Go (kubexit).
+# Raw results: target/bench/completion.json, the table in target/bench/completion.md, both
+# stamped (bench/stamp.py). Needs root (the node), python3, Go (kubexit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 lib_init completion "$E2E_STATE"
-RUNS=7 UPDATE=true EXTRA=()
+RUNS=7 UPDATE=true QUICK=false EXTRA=() STRATEGIES=wrap,kubexit,native,controller,native-wrap
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS=$2; shift ;;
-    --quick) RUNS=2 UPDATE=false ;;
+    --quick) RUNS=2 UPDATE=false QUICK=true ;;
+    --strategies) STRATEGIES=$2; shift ;;
     --no-update) UPDATE=false ;;
     --no-spread) EXTRA+=("$1") ;;
     *) die "unknown argument $1 (see the header of $0)" ;;
@@ -40,7 +44,6 @@ done
 OUT=target/bench
 GEN=$OUT/completion
 mkdir -p "$GEN"
-STRATEGIES=wrap,kubexit,native,controller,native-wrap
 CTL=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
 
 # kubectl-sexton as it ships for linux/amd64 (Cargo.toml, profile release-nolto); the
@@ -52,7 +55,11 @@ export KUBECONFIG
 # kubexit:e2e: the kubexit binary at /bin/kubexit and busybox's cp, as kubexit's own image
 # (alpine) offers it to the init container that copies the binary out. For this benchmark
 # only: scripts/e2e-cluster.sh does not build it.
-bench/kubexit.sh image "$GEN"
+if [[ ",$STRATEGIES," == *,kubexit,* ]] && ! bench/kubexit.sh image "$GEN"; then
+  $QUICK || die "no kubexit (above); --strategies without it measures the others"
+  STRATEGIES="$(tr , '\n' <<<"$STRATEGIES" | grep -vx kubexit | paste -sd,)"
+  log "no kubexit: the quick form measures $STRATEGIES"
+fi
 
 # The Jobs, as JSON (inject answers JSON to JSON; the helper edits the names).
 yaml2json() { kubectl create --dry-run=client -o json -f "$1"; }
@@ -71,26 +78,34 @@ trap 'kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
 kubectl -n "$NS" wait --for=create serviceaccount/default --timeout=30s >/dev/null
 
 log "$RUNS runs per strategy ($STRATEGIES), interleaved; namespace $NS"
+python3 bench/stamp.py begin >"$GEN/stamp.json"
 python3 bench/completion/measure.py run --namespace "$NS" --manifests "$GEN" --strategies "$STRATEGIES" \
   --runs "$RUNS" --out "$OUT/completion.json" --table "$GEN/table.md" --kubectl-sexton "$CTL" "${EXTRA[@]}"
 
-if $UPDATE; then
-  python3 - "$GEN/table.md" "$OUT/completion.json" BENCHMARKS.md <<'PY'
+python3 bench/stamp.py end "$GEN/stamp.json" "$OUT/completion.json"
+python3 - "$GEN/table.md" "$OUT/completion.json" "$OUT/completion.md" <<'PY'
 import json, sys
-table, raw, doc = sys.argv[1:4]
+sys.path.insert(0, "bench")
+import stamp
+table, raw, md = sys.argv[1:4]
 r = json.load(open(raw))
 m = r["machine"]
-head = ("Measured %s: %s, %d cores, Linux %s; load average %.2f %.2f %.2f before, %.2f %.2f %.2f after; "
+head = ("%s Load average %.2f %.2f %.2f before, %.2f %.2f %.2f after; "
         "%d runs per strategy, interleaved.\n\n" % (
-    r["started"], m["cpu"], m["cores"], m["kernel"], *m["loadavg_before"], *m["loadavg_after"],
-    r["runs_per_strategy"]))
+    stamp.line(r["stamp"]), *m["loadavg_before"], *m["loadavg_after"], r["runs_per_strategy"]))
 busy = sorted(x["machine_busy_cores"] for x in r["runs"])
 tail = "\nMachine busy during the runs (everything, other jobs included): %.2f–%.2f cores (median %.2f) of %d.\n" % (
     busy[0], busy[-1], busy[len(busy) // 2], m["cores"])
+open(md, "w").write(head + open(table).read() + tail)
+PY
+if $UPDATE; then
+  python3 - "$OUT/completion.md" BENCHMARKS.md <<'PY'
+import sys
+md, doc = sys.argv[1:3]
 text = open(doc).read()
 start, end = "<!-- completion:start -->\n", "<!-- completion:end -->"
 i, j = text.index(start) + len(start), text.index(end)
-open(doc, "w").write(text[:i] + head + open(table).read() + tail + text[j:])
+open(doc, "w").write(text[:i] + open(md).read() + text[j:])
 PY
   log "BENCHMARKS.md updated"
 fi

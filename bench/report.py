@@ -1,9 +1,23 @@
 #!/usr/bin/env python3
 """Turns target/bench/results.json into the results section of BENCHMARKS.md (between the
-markers) and a latency CDF plot. Usage: report.py RESULTS BENCHMARKS.md PLOT.png"""
-import json, sys
+markers) and a latency CDF plot.
+Usage: report.py RESULTS BENCHMARKS.md PLOT.png [--md FILE] [--no-update]
+  --md FILE     also write the sections alone into FILE (what bench/check.py checks)
+  --no-update   leave BENCHMARKS.md and the plot alone (bench/run.sh --quick)"""
+import json, os, sys
 
-res_path, md_path, png_path = sys.argv[1:4]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stamp  # noqa: E402  (bench/stamp.py)
+
+args = sys.argv[1:]
+update = "--no-update" not in args
+args = [a for a in args if a != "--no-update"]
+md_out = None
+if "--md" in args:
+    i = args.index("--md")
+    md_out = args[i + 1]
+    del args[i:i + 2]
+res_path, md_path, png_path = args[:3]
 r = json.load(open(res_path))
 md = open(md_path).read()
 
@@ -25,8 +39,13 @@ def ratio(s, k):
 def full():
     lines = []
     m = r["machine"]
+    lines.append(stamp.line(r["stamp"]))
+    lines.append("")
     lines.append(f"Machine: {m['cpu']}, {m['cores']} cores, {m['mem']}, Linux {m['kernel']}. "
                  f"Graveyard on tmpfs ({m['tmpfs']}) unless stated; disk rows on {m['disk_fs']}.")
+    if r.get("kubexit_stand_in"):
+        lines.append(f"**The kubexit columns are a stand-in** ({r['kubexit_stand_in']}): "
+                     "this run checks the harness, its figures compare nothing.")
     lines.append("")
 
     rx = r["reaction"]
@@ -37,7 +56,7 @@ def full():
               "|---|---:|---:|---:|---:|---:|" + ("---:|" if mu else "")]
     for q in ["p50", "p90", "p99", "max"]:
         lines.append(f"| {q} | {f(k[q])} | {f(s[q])} | {ratio(s[q], k[q])} | {f(rx['sexton-inotify'][q])} | {f(rx['sexton-poll-100ms'][q])} |" + (f" {f(mu[q])} |" if mu else ""))
-    lines.append(f"| repetitions | {k['n']} | {s['n']} | | {rx['sexton-inotify']['n']} | {rx['sexton-poll-100ms']['n']} |" + (f" {mu['n']} |" if mu else ""))
+    lines.append(f"| repetitions | {k['n']} | {s['n']} | – | {rx['sexton-inotify']['n']} | {rx['sexton-poll-100ms']['n']} |" + (f" {mu['n']} |" if mu else ""))
     lines.append("")
 
     d = r["reaction_disk"]
@@ -45,7 +64,7 @@ def full():
               "| | kubexit | sexton | sexton/kubexit |", "|---|---:|---:|---:|"]
     for q in ["p50", "p90", "p99", "max"]:
         lines.append(f"| {q} | {f(d['kubexit'][q])} | {f(d['sexton'][q])} | {ratio(d['sexton'][q], d['kubexit'][q])} |")
-    lines.append(f"| repetitions | {d['kubexit']['n']} | {d['sexton']['n']} | |")
+    lines.append(f"| repetitions | {d['kubexit']['n']} | {d['sexton']['n']} | – |")
     lines.append("")
 
     sc = r["scale"]
@@ -81,7 +100,7 @@ def full():
               "| | direct (no wrapper) | kubexit | sexton | sexton/kubexit |" + (" sexton musl |" if sm else ""), "|---|---:|---:|---:|---:|" + ("---:|" if sm else "")]
     for q in ["p50", "p99"]:
         lines.append(f"| {q} | {f(st['direct'][q])} | {f(st['kubexit'][q])} | {f(st['sexton'][q])} | {ratio(st['sexton'][q], st['kubexit'][q])} |" + (f" {f(sm[q])} |" if sm else ""))
-    lines.append(f"| overhead over direct (p50) | | {f(st['kubexit']['p50'] - dr)} | {f(st['sexton']['p50'] - dr)} | {ratio(st['sexton']['p50'] - dr, st['kubexit']['p50'] - dr)} |" + (f" {f(sm['p50'] - dr)} |" if sm else ""))
+    lines.append(f"| overhead over direct (p50) | – | {f(st['kubexit']['p50'] - dr)} | {f(st['sexton']['p50'] - dr)} | {ratio(st['sexton']['p50'] - dr, st['kubexit']['p50'] - dr)} |" + (f" {f(sm['p50'] - dr)} |" if sm else ""))
     lines.append("")
 
     sz = r["size"]
@@ -131,7 +150,7 @@ def cpu_lines():
     def get(tool, mode, rate, key):
         x = [w for w in rows if w["tool"] == tool and w["mode"] == mode and w["rate"] == rate]
         return x[0][key] if x else float("nan")
-    out = []
+    out = [stamp.line(c.get("stamp", r["stamp"])), ""]
     uncommitted = m.get("sexton_uncommitted", "").strip()
     out.append(f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, Linux {m.get('kernel', '?')}; "
                f"sexton built from `{m.get('sexton_commit', '?')}`" + (f" with uncommitted changes in {', '.join('`' + u + '`' for u in uncommitted.split())}" if uncommitted else "") + ". "
@@ -195,13 +214,21 @@ def cpu_lines():
             out += ["", f"Machine busy during the idle window (everything, other jobs included): {idle['machine_busy_cores']:.2f} cores."]
     return out
 
+sections = []
 if "reaction" in r:
-    md = put_section(md, "results", full())
+    sections.append(("results", full()))
 if "cpu" in r:
-    md = put_section(md, "cpu", cpu_lines())
-open(md_path, "w").write(md)
-if "reaction" in r:
-    plot()
-    print(f"updated {md_path} and {png_path}")
-else:
-    print(f"updated {md_path}")
+    sections.append(("cpu", cpu_lines()))
+if md_out:
+    with open(md_out, "w") as out:
+        out.write("\n\n".join("\n".join(lines) for _, lines in sections) + "\n")
+    print(f"wrote {md_out}")
+if update:
+    for name, lines in sections:
+        md = put_section(md, name, lines)
+    open(md_path, "w").write(md)
+    if "reaction" in r:
+        plot()
+        print(f"updated {md_path} and {png_path}")
+    else:
+        print(f"updated {md_path}")

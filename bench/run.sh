@@ -2,27 +2,64 @@
 # Benchmarks sexton against kubexit on this machine, side by side, and rewrites the
 # results section of BENCHMARKS.md and bench/latency-cdf.png.
 #   bench/run.sh                  everything (about 10 minutes; keep the machine otherwise idle)
-#   bench/run.sh --quick          a few repetitions, to check the harness
+#   bench/run.sh --quick          a few repetitions, to check the harness (about 2 minutes);
+#                                 BENCHMARKS.md left alone
 #   bench/run.sh --only-cpu       the CPU section alone (graveyard churn and idle, ~3 minutes)
 #   bench/run.sh --sexton-old BIN also measure an earlier sexton build ("sexton (before)")
-# Other arguments go to bench/compare.rs (--idle-secs N, --churn-secs N, ...).
+#   bench/run.sh --bin BIN --slim-bin BIN
+#                                 measure these in-pod builds (e.g. scripts/images.sh's, as CI
+#                                 does) instead of building them; no musl build then
+# Other arguments go to bench/compare.rs (--idle-secs N, --churn-secs N, ...). The harness is
+# the workspace's build (profile release-nolto, as scripts/test.sh builds it). Results:
+# target/bench/results.json, and the sections alone in target/bench/results.md, stamped
+# (bench/stamp.py). With --quick, when bench/kubexit.sh cannot get kubexit (the Go module
+# proxy refuses it on some machines), the kubexit columns are a stand-in (sexton behind a
+# shell's exec, said in the results): the quick form checks the harness, not the figures.
 # Needs root (PID namespaces), gcc, Go (for kubexit), python3 with matplotlib.
 set -euo pipefail
+# Paths given to this script (--bin, --slim-bin, --sexton-old, KUBEXIT_SRC, KUBEXIT_BIN) are
+# the caller's: made absolute here, before the script moves to the repository's root.
+CALLER=$PWD
+abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
+[ -z "${KUBEXIT_SRC:-}" ] || KUBEXIT_SRC="$(abs "$KUBEXIT_SRC")"
+[ -z "${KUBEXIT_BIN:-}" ] || KUBEXIT_BIN="$(abs "$KUBEXIT_BIN")"
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-# Absolute paths only: `cargo bench -p sexton` runs the harness in crates/sexton, so a
-# relative path handed to it would point nowhere (kubexit's child never started).
+# Absolute paths only: `cargo bench` runs the harness in crates/sexton, so a relative path
+# handed to it would point nowhere (kubexit's child never started).
 OUT="$ROOT/target/bench"; mkdir -p "$OUT"
-ONLY_CPU=false
-for a in "$@"; do [ "$a" = --only-cpu ] && ONLY_CPU=true; done
+ONLY_CPU=false QUICK=false BIN="" SLIM_BIN="" ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) BIN="$(abs "$2")"; shift 2 ;;
+    --slim-bin) SLIM_BIN="$(abs "$2")"; shift 2 ;;
+    --sexton-old) ARGS+=("$1" "$(abs "$2")"); shift 2 ;;
+    --only-cpu) ONLY_CPU=true; ARGS+=("$1"); shift ;;
+    --quick) QUICK=true; ARGS+=("$1"); shift ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+[ -z "$SLIM_BIN" ] || [ -n "$BIN" ] || { echo "bench/run.sh: --slim-bin needs --bin" >&2; exit 2; }
 
 gcc -O2 -static -o "$OUT/child" bench/child.c
 gcc -O2 -static -o "$OUT/churn" bench/churn.c
-KUBEXIT="$(bench/kubexit.sh)"
+STAND_IN=""
+if ! KUBEXIT="$(bench/kubexit.sh)"; then
+  $QUICK || exit 1
+  # sexton reads kubexit's settings, so it can take kubexit's place in the harness; the
+  # shell execs it, so that it is still PID 1 of its namespace (kubexit takes no `--`)
+  KUBEXIT="$OUT/kubexit-stand-in"
+  printf '#!/bin/sh\nexec %s -- "$@"\n' "$OUT/sexton" >"$KUBEXIT"
+  chmod +x "$KUBEXIT"
+  STAND_IN="sexton behind a shell's exec: bench/kubexit.sh could not get kubexit"
+  echo "bench/run.sh: no kubexit: the quick form measures a stand-in in its place" >&2
+fi
 echo "kubexit: $KUBEXIT" >&2
-python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install --quiet matplotlib
+python3 -c "import matplotlib" 2>/dev/null || $QUICK || python3 -m pip install --quiet matplotlib
 MUSL=() SLIM=()
-if ! $ONLY_CPU; then
+if [ -n "$BIN" ]; then
+  [ -z "$SLIM_BIN" ] || SLIM=(--sexton-slim "$SLIM_BIN")
+elif ! $ONLY_CPU; then
   # The image ships a musl build (Dockerfile); measure it too when the target can be had.
   # (ring's C code needs a musl C compiler: Debian's musl-tools)
   command -v musl-gcc >/dev/null || { command -v apt-get >/dev/null && apt-get install -y -qq musl-tools >/dev/null 2>&1; } || true
@@ -37,10 +74,26 @@ if ! $ONLY_CPU; then
   cargo build --release --quiet -p sexton --no-default-features --target-dir "$ROOT/target/slim"
   SLIM=(--sexton-slim "$ROOT/target/slim/x86_64-unknown-linux-gnu/release/sexton")
 fi
-# the in-pod binary as shipped: built alone (see Cargo.toml on feature unification)
-cargo build --release --quiet -p sexton
+if [ -z "$BIN" ]; then
+  # the in-pod binary as shipped: built alone (see Cargo.toml on feature unification)
+  cargo build --release --quiet -p sexton
+  BIN="$ROOT/target/x86_64-unknown-linux-gnu/release/sexton"
+fi
 # The measured sexton is a copy: a concurrent cargo build must not swap it mid-run.
-cp "$ROOT/target/x86_64-unknown-linux-gnu/release/sexton" "$OUT/sexton"
-cargo bench -p sexton --bench compare -- --kubexit "$KUBEXIT" --child "$OUT/child" --churn "$OUT/churn" \
-  --sexton "$OUT/sexton" --out "$OUT" "${MUSL[@]}" "${SLIM[@]}" "$@"
-python3 bench/report.py "$OUT/results.json" BENCHMARKS.md bench/latency-cdf.png
+cp "$BIN" "$OUT/sexton"
+# the harness: the workspace's build (lib.sh), which the tests' build already made
+# shellcheck source=scripts/lib.sh
+(. scripts/lib.sh && build_workspace --quiet)
+python3 bench/stamp.py begin >"$OUT/results.stamp.json"
+cargo bench --profile release-nolto --locked --quiet --workspace --bench compare -- \
+  --kubexit "$KUBEXIT" --child "$OUT/child" --churn "$OUT/churn" \
+  --sexton "$OUT/sexton" --out "$OUT" "${MUSL[@]}" "${SLIM[@]}" "${ARGS[@]}"
+if $ONLY_CPU; then
+  python3 bench/stamp.py end "$OUT/results.stamp.json" "$OUT/results.json" cpu
+else
+  python3 bench/stamp.py end "$OUT/results.stamp.json" "$OUT/results.json"
+  python3 -c 'import json, sys; p = sys.argv[1]; r = json.load(open(p)); r["kubexit_stand_in"] = sys.argv[2]; json.dump(r, open(p, "w"), indent=2)' \
+    "$OUT/results.json" "$STAND_IN"
+fi
+UPDATE=(); $QUICK && UPDATE=(--no-update)
+python3 bench/report.py "$OUT/results.json" BENCHMARKS.md bench/latency-cdf.png --md "$OUT/results.md" "${UPDATE[@]}"

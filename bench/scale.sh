@@ -11,6 +11,9 @@
 #   bench/scale.sh --rev REV         measure the controller of this commit (default HEAD)
 #   bench/scale.sh --bin PATH        measure this kubectl-sexton instead of building one
 #   bench/scale.sh --no-kruise       without the anchor
+#   bench/scale.sh --workspace-build the controller and the harness of the work tree's
+#                                    workspace build (scripts/lib.sh's build_workspace, which
+#                                    the tests' build made already) instead of a clean export
 #   bench/scale.sh --no-write        leave BENCHMARKS.md alone (results in target/bench/)
 #   bench/scale.sh --keep            leave the test API server running afterwards
 #   bench/scale.sh --profile         a CPU profile of the API server in each window
@@ -21,11 +24,13 @@
 # never from the work tree, which may hold someone's unfinished change. Needs go, python3.
 # It starts a test control plane of its own (scripts/testenv.sh with the state directory
 # and ports below, so that it does not disturb the one the tests use) and stops it at the
-# end. Other settings are passed to the harness (crates/kubectl-sexton/benches/scale/):
+# end. Results are stamped (bench/stamp.py). Other settings are passed to the harness (crates/kubectl-sexton/benches/scale/):
 # `--window`, `--rate-percent`, `--also-rate`, `--idle`, `--drain`, `--concurrency`, `--contenders`,
 # `--kruise-qps`, `--max-wait-webhook`.
 set -euo pipefail
 
+CALLER=$PWD   # (a path given with --bin is the caller's)
+abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 export SEXTON_TESTENV_STATE="${SEXTON_SCALE_STATE:-/tmp/scale-testenv}"
@@ -38,20 +43,21 @@ MD="$ROOT/target/bench/scale.md"
 log() { echo "scale.sh: $*" >&2; }
 die() { echo "scale.sh: error: $*" >&2; exit 1; }
 
-BIN="" REV=HEAD KRUISE=1 WRITE=1 KEEP=0 ARGS=()
+BIN="" REV=HEAD KRUISE=1 WRITE=1 KEEP=0 WORKSPACE=0 ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) ARGS+=(--sizes 200,1000 --window 10 --idle 3 --drain 30); shift ;;
-    --bin) BIN="$2"; shift 2 ;;
+    --bin) BIN="$(abs "$2")"; shift 2 ;;
     --rev) REV="$2"; shift 2 ;;
     --no-kruise) KRUISE=0; shift ;;
+    --workspace-build) WORKSPACE=1; shift ;;
     --no-write) WRITE=0; shift ;;
     --keep) KEEP=1; shift ;;
     --profile) export SEXTON_TESTENV_PROFILING=true; ARGS+=(--apiserver-profile); shift ;;
     --sizes|--window|--rate-percent|--also-rate|--idle|--drain|--concurrency|--contenders|--kruise-qps|--max-wait-webhook)
       ARGS+=("$1" "$2"); shift 2 ;;
     --no-ejob) ARGS+=("$1"); shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -63,13 +69,20 @@ rm -f "$WORK"/apiserver-*.pprof "$WORK"/apiserver-*-top.txt   # (a previous run'
 CACHE="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}"
 SRC="$CACHE/scale-src"
 COMMIT="$(git rev-parse --short "$REV^{commit}")"
-rm -rf "$SRC" && mkdir -p "$SRC"
-git archive "$COMMIT" | tar -x -C "$SRC"
-[ -f "$SRC/crates/kubectl-sexton/benches/scale/main.rs" ] || die "$REV has no crates/kubectl-sexton/benches/scale"
-log "building the release controller and the harness of $COMMIT (in $SRC)"
-(cd "$SRC" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target-scale}" \
-  cargo build --profile release-nolto --locked -p kubectl-sexton --bin kubectl-sexton --bench scale \
-  --message-format=json-render-diagnostics) >"$WORK/cargo.json"
+if [ "$WORKSPACE" = 1 ]; then
+  [ "$REV" = HEAD ] || die "--workspace-build measures the work tree: no --rev"
+  git diff --quiet HEAD -- crates Cargo.lock || COMMIT="$COMMIT+changes"
+  # shellcheck source=scripts/lib.sh
+  (. scripts/lib.sh && build_workspace --message-format=json-render-diagnostics) >"$WORK/cargo.json"
+else
+  rm -rf "$SRC" && mkdir -p "$SRC"
+  git archive "$COMMIT" | tar -x -C "$SRC"
+  [ -f "$SRC/crates/kubectl-sexton/benches/scale/main.rs" ] || die "$REV has no crates/kubectl-sexton/benches/scale"
+  log "building the release controller and the harness of $COMMIT (in $SRC)"
+  (cd "$SRC" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target-scale}" \
+    cargo build --profile release-nolto --locked -p kubectl-sexton --bin kubectl-sexton --bench scale \
+    --message-format=json-render-diagnostics) >"$WORK/cargo.json"
+fi
 read -r BUILT HARNESS < <(python3 - "$WORK/cargo.json" <<'EOF'
 import json, sys
 exe = {}
@@ -141,6 +154,7 @@ NOTE="$MEASURED. Test API server: scripts/testenv.sh (kube-apiserver v1.34.4, et
 KRUISE_ARGS=()
 [ -n "$KRUISE_BIN" ] && KRUISE_ARGS=(--kruise "$KRUISE_BIN" --kruise-version v1.8.2)
 log "measuring (log lines of the controllers in $WORK)"
+python3 bench/stamp.py begin >"$WORK/stamp.json"
 "$HARNESS" cluster --kubeconfig "$KUBECONFIG_FILE" --sexton "$BIN" "${KRUISE_ARGS[@]}" \
   --apiserver-pid "$API_PID" --work "$WORK" --json "$JSON" --md "$MD" --note "$NOTE" "${ARGS[@]}"
 
@@ -157,6 +171,10 @@ done
   echo
   "$HARNESS" memory --kubeconfig "$KUBECONFIG_FILE" --pods 10000 --json "$WORK/memory.json"
 } >>"$MD"
+
+# The stamp: into the results, and first in the section.
+python3 bench/stamp.py end "$WORK/stamp.json" "$JSON"
+{ python3 bench/stamp.py line "$JSON"; echo; cat "$MD"; } >"$MD.tmp" && mv "$MD.tmp" "$MD"
 
 # 5. BENCHMARKS.md: only the part between our markers (re-read now: others edit other
 #    sections of the file meanwhile).

@@ -12,7 +12,8 @@
 #                                    server (about 20 minutes without waits); rewrites the
 #                                    results of "Admission webhook: latency under load" in
 #                                    BENCHMARKS.md
-#   bench/webhook.sh --quick         5 s per rate, 30 s long run, BENCHMARKS.md left alone
+#   bench/webhook.sh --quick         3 s per rate after 1 s of warm-up, a 10 s long run, BENCHMARKS.md
+#                                    left alone: to check the harness (about 70 s without waits)
 #   bench/webhook.sh --secs N --warmup N --soak-secs N (0: none) --rates 100,500,1000
 #   bench/webhook.sh --no-update     BENCHMARKS.md left alone
 #   bench/webhook.sh --no-go-floor   sexton alone
@@ -20,12 +21,14 @@
 #   bench/webhook.sh --kubeconfig F  give the webhook this cluster (default: see below)
 #   bench/webhook.sh --max-wait N    wait at most N s per window for builds to end (600)
 #   bench/webhook.sh --max-wait-total N   ... and N s over the whole run (1800)
+#   bench/webhook.sh --tools         only build vegeta and the Go floor (scripts/test.sh: in the
+#                                    background, beside the Rust build)
 #   bench/webhook.sh --nice N        run both webhooks and vegeta at this niceness (e.g. -10:
 #                                    ahead of builds that never stop; root); said in the results
 # Before each window it waits until no build process (rustc, cargo, their linkers, go and
 # its compile/link) has run for 3 s (other engineers build on this machine); windows with
 # more than 0.25 cores of other load are measured again once. Raw results:
-# target/bench/webhook.json.
+# target/bench/webhook.json (stamped: bench/stamp.py), the tables in target/bench/webhook.md.
 #
 # No API server is needed: with --kubernetes-version the webhook asks the API server for
 # nothing at start, and these reviews (no refusal, so no Event; `native` needs no registry
@@ -34,25 +37,28 @@
 #
 # vegeta is built from its Go module into ~/.cache/sexton-bench (VEGETA_BIN to use another),
 # and so is the Go floor (bench/webhook/gofloor: its go.mod and go.sum pin k8s.io/api;
-# GOFLOOR_BIN to use another build).
+# GOFLOOR_BIN to use another build; with SEXTON_BENCH_PEERS=if-built, only if built before).
 set -euo pipefail
+CALLER=$PWD   # (paths given with --bin and --kubeconfig are the caller's)
+abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
 cd "$(dirname "$0")/.."
 SECS=30 WARMUP=5 SOAK=300 RATES=100,500,1000 UPDATE=true BIN="" KUBECONFIG_FILE="" MAX_WAIT=600
-MAX_WAIT_TOTAL=1800 GO_FLOOR=true NICE=""
+MAX_WAIT_TOTAL=1800 GO_FLOOR=true NICE="" TOOLS_ONLY=false
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) SECS=5 WARMUP=2 SOAK=30 UPDATE=false ;;
+    --quick) SECS=3 WARMUP=1 SOAK=10 UPDATE=false ;;
     --secs) SECS=$2; shift ;;
     --warmup) WARMUP=$2; shift ;;
     --soak-secs) SOAK=$2; shift ;;
     --rates) RATES=$2; shift ;;
     --no-update) UPDATE=false ;;
-    --bin) BIN=$2; shift ;;
-    --kubeconfig) KUBECONFIG_FILE=$2; shift ;;
+    --bin) BIN="$(abs "$2")"; shift ;;
+    --kubeconfig) KUBECONFIG_FILE="$(abs "$2")"; shift ;;
     --max-wait) MAX_WAIT=$2; shift ;;
     --max-wait-total) MAX_WAIT_TOTAL=$2; shift ;;
     --no-go-floor) GO_FLOOR=false ;;
     --nice) NICE=$2; shift ;;
+    --tools) TOOLS_ONLY=true ;;
     *) echo "bench/webhook.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
   shift
@@ -61,20 +67,6 @@ log() { echo "== $*" >&2; }
 OUT=target/bench
 WORK=$OUT/webhook
 rm -rf "$WORK" && mkdir -p "$WORK"
-
-COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates Cargo.lock || echo '+changes')"
-if [ -z "$BIN" ]; then
-  # the build that ships for linux/amd64 (Cargo.toml, profile release-nolto)
-  (. scripts/lib.sh && build_workspace >&2)
-  BIN=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
-  BUILT="built from \`$COMMIT\`"
-else
-  # a binary built by someone else: its date says which tree it is (copy it with cp -p),
-  # HEAD only when measured
-  BUILT="given with --bin, built $(date -u -r "$BIN" +%Y-%m-%dT%H:%M:%SZ) (HEAD when measured: \`$COMMIT\`)"
-fi
-# (a copy: another build replacing the binary during the run changes nothing measured)
-cp "$BIN" "$WORK/kubectl-sexton"
 
 CACHE="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}"
 VEGETA_VERSION="${VEGETA_VERSION:-v12.13.0}"
@@ -96,6 +88,12 @@ GOFLOOR_DESC=""
 if $GO_FLOOR; then
   src=bench/webhook/gofloor
   GOFLOOR="${GOFLOOR_BIN:-$CACHE/bin/gofloor-$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)}"
+  if [ ! -x "$GOFLOOR" ] && [ "${SEXTON_BENCH_PEERS:-build}" = if-built ]; then
+    log "the Go floor is not built, and SEXTON_BENCH_PEERS=if-built builds no peer: sexton alone"
+    GO_FLOOR=false
+  fi
+fi
+if $GO_FLOOR; then
   if [ ! -x "$GOFLOOR" ]; then
     log "building the Go floor ($src) into $CACHE/bin"
     mkdir -p "$CACHE/bin"
@@ -107,6 +105,25 @@ if $GO_FLOOR; then
   GOFLOOR_GO="$(go version "$GOFLOOR" 2>/dev/null | awk '{ print $2 }')"
   GOFLOOR_DESC="(k8s.io/api ${K8S_API:-?}, ${GOFLOOR_GO:-go}, $(stat -c %s "$GOFLOOR" | sed ':a;s/\B[0-9]\{3\}\>/,&/;ta') bytes)"
 fi
+
+if $TOOLS_ONLY; then
+  log "built: $VEGETA${GOFLOOR_DESC:+ and the Go floor $GOFLOOR}"
+  exit 0
+fi
+
+COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates Cargo.lock || echo '+changes')"
+if [ -z "$BIN" ]; then
+  # the build that ships for linux/amd64 (Cargo.toml, profile release-nolto)
+  (. scripts/lib.sh && build_workspace >&2)
+  BIN=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
+  BUILT="built from \`$COMMIT\`"
+else
+  # a binary built by someone else: its date says which tree it is (copy it with cp -p),
+  # HEAD only when measured
+  BUILT="given with --bin, built $(date -u -r "$BIN" +%Y-%m-%dT%H:%M:%SZ) (HEAD when measured: \`$COMMIT\`)"
+fi
+# (a copy: another build replacing the binary during the run changes nothing measured)
+cp "$BIN" "$WORK/kubectl-sexton"
 
 # A throwaway serving certificate: ECDSA P-256 like the self-managed mode's (rcgen).
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
@@ -179,6 +196,7 @@ if $GO_FLOOR; then
   log "Go floor PID $GOPID on https://$GOADDR/mutate $GOFLOOR_DESC"
 fi
 
+python3 bench/stamp.py begin >"$OUT/webhook.stamp.json"
 python3 bench/webhook/measure.py run "${SERVERS[@]}" --ca "$WORK/tls.crt" --work "$WORK" \
   --vegeta "$VEGETA" --vegeta-version "$VEGETA_DESC" --go-floor "$GOFLOOR_DESC" \
   --commit "$BUILT" --binary-bytes "$(stat -c %s "$WORK/kubectl-sexton")" \
@@ -190,7 +208,8 @@ if grep -hE '"level":"(WARN|ERROR)"' "$WORK/webhook.log" "$WORK"/gofloor.log >&2
   echo "bench/webhook.sh: a webhook logged warnings or errors (above): results not recorded" >&2
   exit 1
 fi
-python3 bench/webhook/measure.py markdown "$OUT/webhook.json"
+python3 bench/stamp.py end "$OUT/webhook.stamp.json" "$OUT/webhook.json"
+python3 bench/webhook/measure.py markdown "$OUT/webhook.json" | tee "$OUT/webhook.md"
 if $UPDATE; then
   python3 bench/webhook/measure.py update "$OUT/webhook.json" BENCHMARKS.md
   log "BENCHMARKS.md updated"

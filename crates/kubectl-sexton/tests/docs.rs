@@ -527,3 +527,344 @@ fn architecture_names_only_what_exists() {
         "only {checked} names checked: did the format change?"
     );
 }
+
+// ---- the measured figures ----------------------------------------------------------------
+
+#[path = "docs/figures.rs"]
+mod figures;
+use figures::{mb_of_bytes, mb_of_kb, ms_of_us, table};
+
+/// The figures the pages quote, each from its section of BENCHMARKS.md (docs/figures.rs).
+struct Figures {
+    reaction_p99: (String, String), // (sexton, kubexit)
+    memory: String,                 // private / RSS, sexton's builds with the API client
+    memory_slim: String,
+    memory_kubexit: String,
+    churn_sexton: String,
+    churn_kubexit: String,
+    completion: Vec<(&'static str, String)>, // (strategy, median)
+    webhook_p99_500: (String, String, String), // injected, unchanged, Go floor injected
+    webhook_p99_1000: String,
+    webhook_soak: (f64, String), // % of a core, max RSS (MB), over the long run at 500/s
+    controller: Controller,
+    sizes: Sizes,
+}
+
+struct Controller {
+    rss_idle_10k: f64,
+    rss_max_10k: f64,
+    kruise_rss: (f64, f64),
+    rss_1k: f64,
+    p99_10k: String,
+    kruise_p99_10k: String,
+    p99_1k: (f64, f64),
+    queue_p99: (f64, f64), // s, sexton and OpenKruise, at 100 per second
+    cpu_per_transition: (f64, f64),
+    ejob_rss: f64,
+    ejob_secs: f64,
+}
+
+struct Sizes {
+    stamp: (String, String),
+    sexton: (f64, f64), // amd64, arm64
+    slim: (f64, f64),
+    kubexit: f64,
+}
+
+fn figures() -> Figures {
+    let doc = read("BENCHMARKS.md");
+    let rx = table(&doc, "### Reaction latency");
+    let idle = table(&doc, "### Wrapper overhead");
+    let private = |col| mb_of_kb(idle.num(&["private memory"], col));
+    let rss = |col| idle.num(&["steady RSS"], col);
+    let mut with_api = vec![rss("sexton (`auto`)")];
+    if idle.has_column("sexton musl") {
+        with_api.push(rss("sexton musl"));
+    }
+    let (lo, hi) = with_api
+        .iter()
+        .fold((f64::MAX, 0f64), |(l, h), v| (l.min(*v), h.max(*v)));
+    let range = if mb_of_kb(lo) == mb_of_kb(hi) {
+        mb_of_kb(lo)
+    } else {
+        format!("{}–{}", mb_of_kb(lo), mb_of_kb(hi))
+    };
+    let wakeups = table(&doc, "**Wrapper wake-ups");
+    let churn_cpu = table(&doc, "**Wrapper CPU, % of one core");
+    let churn = |col| {
+        let w = wakeups.num(&["5,000 (create)"], col);
+        if w == 0.0 {
+            "no wake-up".to_string()
+        } else {
+            format!("{:.0} % of a core", churn_cpu.num(&["5,000 (create)"], col))
+        }
+    };
+    let done = table(&doc, "<!-- completion:start -->");
+    let completion = [
+        ("`native`", "native sidecar (`inject"),
+        ("`native-wrap`", "native sidecar, also sexton-wrapped"),
+        ("`wrap`", "sexton-wrapped"),
+        ("`controller`", "controller image swap"),
+        ("kubexit", "kubexit-wrapped"),
+    ]
+    .into_iter()
+    .map(|(name, row)| (name, format!("{} s", done.cell(&[row], "median"))))
+    .collect();
+    let p99 = table(&doc, "**Latency p99 (µs)**");
+    let hook = |rate, case, col| ms_of_us(p99.num(&[rate, case], col));
+    let soak = table(&doc, "run at 500 requests/s**");
+    let big = table(&doc, "**10,000 running pods, 100 per second**");
+    let swap = table(&doc, "**10,000 running pods, 20 per second**");
+    let small = table(&doc, "**1,000 running pods, 10 per second**");
+    let small20 = table(&doc, "**1,000 running pods, 20 per second**");
+    let (sx, kr) = ("sexton", "OpenKruise");
+    let ejob = table(&doc, "**EphemeralJob end to end**");
+    let ships = table(&doc, "<!-- ships:start -->");
+    let size = table(&doc, "### Size (bytes)");
+    let shipped = |row| {
+        (
+            ships.num(&[row], "linux/amd64"),
+            ships.num(&[row], "linux/arm64"),
+        )
+    };
+    Figures {
+        reaction_p99: (
+            ms_of_us(rx.num(&["p99"], "sexton (default")),
+            ms_of_us(rx.num(&["p99"], "kubexit")),
+        ),
+        memory: format!("{} MB / {range} MB", private("sexton (`auto`)")),
+        memory_slim: format!(
+            "{} / {} MB",
+            private("sexton slim"),
+            mb_of_kb(rss("sexton slim"))
+        ),
+        memory_kubexit: format!(
+            "{} MB / {} MB",
+            private("kubexit"),
+            mb_of_kb(rss("kubexit"))
+        ),
+        churn_sexton: churn("sexton `auto`"),
+        churn_kubexit: format!(
+            "~{:.0} % of a core",
+            churn_cpu.num(&["5,000 (create)"], "kubexit")
+        ),
+        completion,
+        webhook_p99_500: (
+            hook("500", "marked", "sexton"),
+            hook("500", "no sidecar", "sexton"),
+            hook("500", "marked", "Go floor"),
+        ),
+        webhook_p99_1000: hook("1,000", "marked", "sexton"),
+        webhook_soak: (
+            soak.num(&["webhook CPU"], "sexton"),
+            mb_of_kb(soak.last_num(&["RSS min / max"], "sexton")),
+        ),
+        controller: Controller {
+            rss_idle_10k: big.num(&["RSS idle"], sx),
+            rss_max_10k: big.num(&["RSS max in the window"], sx),
+            kruise_rss: (
+                big.num(&["RSS idle"], kr),
+                big.num(&["RSS max in the window"], kr),
+            ),
+            rss_1k: small.num(&["RSS idle"], sx),
+            p99_10k: swap.cell(&["reaction p99"], sx).to_string(),
+            kruise_p99_10k: swap.cell(&["reaction p99"], kr).to_string(),
+            p99_1k: (
+                small.num(&["reaction p99"], sx),
+                small20.num(&["reaction p99"], sx),
+            ),
+            queue_p99: (
+                big.num(&["reaction p99"], sx) / 1000.0,
+                big.num(&["reaction p99"], kr) / 1000.0,
+            ),
+            cpu_per_transition: (
+                big.num(&["CPU per transition"], sx),
+                big.num(&["CPU per transition"], kr),
+            ),
+            ejob_rss: ejob.last_num(&["controller CPU"], "10,000"),
+            ejob_secs: ejob.num(&["every target"], "10,000"),
+        },
+        sizes: Sizes {
+            stamp: figures::stamp(&doc, "<!-- ships:start -->"),
+            sexton: shipped("`sexton` (with"),
+            slim: shipped("`sexton` slim"),
+            kubexit: size.num(&["static binary"], "kubexit"),
+        },
+    }
+}
+
+/// docs/benchmarks.md's table of the main figures.
+#[test]
+fn benchmarks_page_quotes_benchmarks_md() {
+    let f = figures();
+    let c = &f.controller;
+    let completion: Vec<String> = f
+        .completion
+        .iter()
+        .map(|(name, median)| format!("{name} {median}"))
+        .collect();
+    let rows = [
+        (
+            "the supervisor's reaction to a main's exit (the sidecar's child signalled), p99",
+            format!("{} (kubexit {})", f.reaction_p99.0, f.reaction_p99.1),
+            "Reaction latency",
+        ),
+        (
+            "its memory, private / RSS",
+            format!("{} (kubexit {})", f.memory, f.memory_kubexit),
+            "Wrapper overhead",
+        ),
+        (
+            "CPU at 5 000 unrelated files/s written into the graveyard",
+            format!("{} (kubexit {})", f.churn_sexton, f.churn_kubexit),
+            "CPU under graveyard churn",
+        ),
+        (
+            "main's exit → pod `Succeeded` on a real node, median",
+            completion.join(", "),
+            "Time to Job completion on a real node",
+        ),
+        (
+            "admission webhook, p99 at 500 reviews/s (injection)",
+            format!(
+                "{} (the Go floor {})",
+                f.webhook_p99_500.0, f.webhook_p99_500.2
+            ),
+            "Admission webhook: latency under load",
+        ),
+        (
+            "controllers at 10 000 running pods: RSS, swap reaction p99",
+            format!(
+                "{:.0}–{:.0} MB (OpenKruise {:.0}–{:.0} MB), {} ms",
+                c.rss_idle_10k, c.rss_max_10k, c.kruise_rss.0, c.kruise_rss.1, c.p99_10k
+            ),
+            "Controllers at scale",
+        ),
+    ];
+    let mut out = String::from("| what | measured | section of BENCHMARKS.md |\n|---|---|---|\n");
+    for (what, measured, section) in rows {
+        out.push_str(&format!("| {what} | {measured} | {section} |\n"));
+    }
+    check_fragment("docs/benchmarks.md", "figures", &out);
+}
+
+/// The sizes of the in-pod binary, in docs/introduction.md.
+#[test]
+fn introduction_sizes_are_what_ships() {
+    let s = figures().sizes;
+    let out = format!(
+        "The in-pod binary, as `scripts/images.sh` built it at `{}` on {} (static glibc,\n\
+         stripped; BENCHMARKS.md, \"What ships\"): {} MB for linux/amd64 and {} MB for\n\
+         linux/arm64 with the Kubernetes API client (birth dependencies through the API), {} and\n\
+         {} MB without it (the `-slim` tag).\n",
+        s.stamp.0,
+        s.stamp.1,
+        mb_of_bytes(s.sexton.0),
+        mb_of_bytes(s.sexton.1),
+        mb_of_bytes(s.slim.0),
+        mb_of_bytes(s.slim.1)
+    );
+    check_fragment("docs/introduction.md", "sizes", &out);
+}
+
+/// docs/comparison.md's measured rows against kubexit.
+#[test]
+fn comparison_with_kubexit_quotes_benchmarks_md() {
+    let f = figures();
+    let out = format!(
+        "| measured ([BENCHMARKS.md](https://github.com/sexton-dev/sexton/blob/main/BENCHMARKS.md)) | kubexit | sexton |\n\
+         |---|---|---|\n\
+         | 5 000 unrelated files/s written into the graveyard | {} | {} |\n\
+         | reaction to a main's exit (p99) | {} | {} |\n\
+         | wrapper memory: private / RSS | {} | {} (slim build: {}) |\n\
+         | binary | {} MB static Go | {} MB static (slim, without the API client: {} MB); [what ships](introduction.md#what-ships) |\n",
+        f.churn_kubexit,
+        f.churn_sexton,
+        f.reaction_p99.1,
+        f.reaction_p99.0,
+        f.memory_kubexit,
+        f.memory,
+        f.memory_slim,
+        mb_of_bytes(f.sizes.kubexit),
+        mb_of_bytes(f.sizes.sexton.0),
+        mb_of_bytes(f.sizes.slim.0)
+    );
+    check_fragment("docs/comparison.md", "kubexit-figures", &out);
+}
+
+/// docs/strategies.md's completion times.
+#[test]
+fn strategies_completion_times_are_benchmarks_md() {
+    let f = figures();
+    let median = |name: &str| {
+        &f.completion
+            .iter()
+            .find(|(n, _)| *n == name)
+            .expect("a strategy of the table")
+            .1
+    };
+    let out = format!(
+        "Main's exit → pod `Succeeded`, median on a real node ([BENCHMARKS.md](https://github.com/sexton-dev/sexton/blob/main/BENCHMARKS.md),\n\
+         \"Time to Job completion\"): `native` {}, `native-wrap` {}, `wrap` {}, `controller` {};\n\
+         a kubexit-wrapped sidecar {}.\n",
+        median("`native`"),
+        median("`native-wrap`"),
+        median("`wrap`"),
+        median("`controller`"),
+        median("kubexit")
+    );
+    check_fragment("docs/strategies.md", "completion", &out);
+}
+
+/// docs/webhook.md's latency.
+#[test]
+fn webhook_latency_is_benchmarks_md() {
+    let f = figures();
+    let (injected, unchanged, go) = &f.webhook_p99_500;
+    let out = format!(
+        "**Latency** ([`bench/webhook.sh`](https://github.com/sexton-dev/sexton/blob/main/bench/webhook.sh), \
+         BENCHMARKS.md \"Admission webhook: latency under load\"; TLS, keep-alive, 2 vCPUs): p99 {injected} \
+         at 500 reviews/s for an injection (a minimal Go webhook that returns the same patch: {go}), \
+         {unchanged} for an unchanged Pod, {} at 1 000/s; {:.0} % of a core and {} MB RSS at most over the \
+         long run at 500/s.\n",
+        f.webhook_p99_1000, f.webhook_soak.0, f.webhook_soak.1
+    );
+    check_fragment("docs/webhook.md", "latency", &out);
+}
+
+/// docs/sidecar-terminator.md's figures at scale.
+#[test]
+fn sidecar_terminator_at_scale_is_benchmarks_md() {
+    let c = figures().controller;
+    let met = |ok: bool| if ok { "met" } else { "missed" };
+    let p99: f64 = figures::number(&c.p99_10k).expect("a number");
+    let out = format!(
+        "Measured at scale (`bench/scale.sh`, BENCHMARKS.md \"Controllers at scale\", OpenKruise\n\
+         v1.8.2 in the same run): at 10 000 running pods, RSS {:.0} MB idle and {:.0} MB at most (target\n\
+         100 MB: {}; OpenKruise {:.0} / {:.0} MB), {:.0} MB while an EphemeralJob injected into all 10 000\n\
+         pods (all in {:.0} s); at 1 000, {:.0} MB. Swap reaction at 10 000 pods and 20 transitions per\n\
+         second: p99 {} ms (target 100 ms: {}; OpenKruise {} ms); at 1 000 pods {:.0}–{:.0} ms. At 1 % of\n\
+         the pods per second (100 per second) the test API server needs more than the 2-core\n\
+         machine has, so both controllers measure only its queue there (sexton p99 {:.1} s,\n\
+         OpenKruise {:.1} s in the recorded run); the controller used {:.1} ms of CPU per transition\n\
+         (OpenKruise {:.1}).\n",
+        c.rss_idle_10k,
+        c.rss_max_10k,
+        met(c.rss_max_10k <= 100.0),
+        c.kruise_rss.0,
+        c.kruise_rss.1,
+        c.ejob_rss,
+        c.ejob_secs,
+        c.rss_1k,
+        c.p99_10k,
+        met(p99 <= 100.0),
+        c.kruise_p99_10k,
+        c.p99_1k.0.min(c.p99_1k.1),
+        c.p99_1k.0.max(c.p99_1k.1),
+        c.queue_p99.0,
+        c.queue_p99.1,
+        c.cpu_per_transition.0,
+        c.cpu_per_transition.1
+    );
+    check_fragment("docs/sidecar-terminator.md", "at-scale", &out);
+}
