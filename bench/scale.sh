@@ -91,8 +91,13 @@ for line in open(sys.argv[1]):
         m = json.loads(line)
     except ValueError:
         continue
+    # (--benches also builds the bin as a test harness: kind "bin" too, profile.test true;
+    # in whichever order cargo reports them, the controller is the bin that is not a test)
     if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        exe[(m["target"]["name"], tuple(m["target"]["kind"]))] = m["executable"]
+        kind = tuple(m["target"]["kind"])
+        if kind == ("bin",) and m["profile"]["test"]:
+            continue
+        exe[(m["target"]["name"], kind)] = m["executable"]
 print(exe[("kubectl-sexton", ("bin",))], exe[("scale", ("bench",))])
 EOF
 )

@@ -20,9 +20,18 @@ Several binaries are run in turn, round after round (A B A B ...), so that a mac
 weighs on each alike; the summary gives each binary's medians over its rounds.
 
   bench/webhook-hostile.py BIN [BIN ...] [--secs N] [--hostile-addresses N] [--rounds N]
-                           [--no-limits] [--timeline FILE]   (run by bench/webhook-hostile.sh)
+                           [--no-limits] [--timeline FILE] [--out FILE.md] [--max-rss-mib N]
+                           (run by bench/webhook-hostile.sh)
+
+--out writes the run's tables as stamped Markdown (bench/stamp.py; bench/check.py checks
+them in CI). --max-rss-mib fails the run (exit 1) when the webhook's peak RSS (VmHWM) went
+above N MiB: the chart's memory limit, the one figure of this run that is a bound and not a
+timing (scripts/test.sh's quick form asserts it; the latencies it only reports).
 """
 import argparse, json, multiprocessing, os, socket, ssl, statistics, subprocess, sys, tempfile, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stamp  # noqa: E402  (bench/stamp.py)
 
 P = argparse.ArgumentParser()
 P.add_argument("bins", nargs="+")
@@ -31,6 +40,8 @@ P.add_argument("--hostile-addresses", type=int, default=4)
 P.add_argument("--rounds", type=int, default=1)
 P.add_argument("--no-limits", action="store_true", help="skip the reviews at the limits")
 P.add_argument("--timeline", help="write every legitimate review's timings (JSON lines) here")
+P.add_argument("--out", help="write the tables, stamped, as Markdown here")
+P.add_argument("--max-rss-mib", type=int, help="fail when the webhook's peak RSS exceeds this")
 OPT = P.parse_args()
 PER_CLIENT = 64
 PORT, CA = None, None
@@ -380,8 +391,29 @@ def report(r):
     print(f"  webhook peak RSS over the run (VmHWM): {r['vmhwm_mib']} MiB (chart limit 256 MiB)", flush=True)
 
 
+def markdown(results, st):
+    """The run as Markdown: the stamp, the legitimate clients per phase, the limits."""
+    L = [stamp.line(st), "",
+         "| binary | round | phase | client | reviews | p50 ms | p99 ms | p99 / quiet | webhook peak RSS MiB |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        for phase in ("quiet", "hostile"):
+            for kind in ("kept", "new"):
+                x, q = r[phase][kind], r["quiet"][kind]
+                L.append(f"| `{os.path.basename(r['bin'])}` | {r['round']} | {phase} | {kind} | {x['n']} | "
+                         f"{x['p50']:.2f} | {x['p99']:.2f} | {x['p99'] / q['p99']:.2f} | {r[phase]['peak_rss_mib']} |")
+    limits = [(r, l) for r in results for l in r.get("limits", [])]
+    if limits:
+        L += ["", "| binary | round | review at the limits | body bytes | 4 at once, ms | peak RSS (VmHWM) MiB |",
+              "|---|---|---|---|---|---|"]
+        L += [f"| `{os.path.basename(r['bin'])}` | {r['round']} | {l['what']} | {l['body']} | {l['ms_for_4']} | "
+              f"{l['vmhwm_mib']} |" for r, l in limits]
+    return "\n".join(L) + "\n"
+
+
 def main():
     global CA
+    st = stamp.begin()
     d = tempfile.mkdtemp(prefix="sexton-bench-hostile-")
     CA = f"{d}/tls.crt"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench",
@@ -415,6 +447,12 @@ def main():
                       f"ratio median {statistics.median(ratios):.2f} (each: {', '.join(f'{x:.2f}' for x in ratios)}); "
                       f"peak RSS {max(r['vmhwm_mib'] for r in rs)} MiB")
     print("json: " + json.dumps(results))
+    if OPT.out:
+        with open(OPT.out, "w") as f:
+            f.write(markdown(results, stamp.end(st)))
+    peak = max(r["vmhwm_mib"] for r in results)
+    if OPT.max_rss_mib is not None and peak > OPT.max_rss_mib:
+        sys.exit(f"webhook-hostile: the webhook's peak RSS was {peak} MiB, above --max-rss-mib {OPT.max_rss_mib}")
 
 
 if __name__ == "__main__":

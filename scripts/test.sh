@@ -39,10 +39,12 @@ reruns the failing test alone):
            the quick forms of bench/completion.sh and bench/deletion.sh on that node
   desktop  the plugin for macOS and Windows, cross-built and checked (scripts/desktop.sh:
            the .exe under Wine against the Linux binary, the Mach-O files' CPU and links)
-  bench    the quick forms of the other benchmarks (bench/webhook.sh, bench/scale.sh,
-           bench/run.sh, bench/ships.py): each must write its results stamped, every table filled
-           (bench/check.py); the figures are not asserted. (In a full run they run where
-           what they need is up: webhook and scale after test, run.sh after the images.)
+  bench    the quick forms of the other benchmarks (bench/webhook.sh, bench/webhook-hostile.sh,
+           bench/scale.sh, bench/run.sh, bench/ships.py): each must write its results
+           stamped, every table filled (bench/check.py); the figures are not asserted, but
+           for the webhook's peak RSS under hostile clients (within the chart's limit). (In a
+           full run they run where what they need is up: the webhook's and scale after test,
+           run.sh after the images.)
   release  the release rehearsal into the local registry (scripts/release.sh local)
 
 Services this script starts are stopped at its end; one already running is reused and left.
@@ -368,6 +370,14 @@ bench_webhook() {
   bench_quick webhook 7 bench/webhook.sh --quick --bin target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton \
     --max-wait 0 --max-wait-total 0
 }
+# The webhook under hostile clients (slow bodies, idle TLS, oversize bodies, many
+# connections from several loopback addresses) beside two legitimate clients, then 4 reviews
+# at once at the limits: the p99s are reported, not asserted; the webhook's peak RSS must stay
+# within the chart's memory limit (charts/sexton/values.yaml: 256Mi).
+bench_hostile() {
+  bench_quick hostile 2 bench/webhook-hostile.sh --bin target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton \
+    --secs 4 --hostile-addresses 2 --out target/bench/hostile.md --max-rss-mib 256
+}
 # The controllers at scale, on a test control plane of their own (bench/scale.sh's ports).
 bench_scale() { bench_quick scale 4 bench/scale.sh --quick --workspace-build --no-write; }
 # The in-pod supervisor against kubexit (PID namespaces): the shipped linux/amd64 binaries.
@@ -422,7 +432,8 @@ case $MODE in
         timed images scripts/images.sh cluster; start_desktop_build; timed desktop desktop ;;
       bench) need_go; start_go_builds no-node; timed images images; timed build build
         timed go-builds wait_bg go-builds
-        timed bench-webhook bench_webhook; timed bench-scale bench_scale; timed bench-run bench_run
+        timed bench-webhook bench_webhook; timed bench-hostile bench_hostile; timed bench-scale bench_scale
+        timed bench-run bench_run
         timed bench-ships bench_ships ;;
       release) start_release_tools; timed images images; timed release-tools wait_bg release-tools
         timed release release ;;
@@ -457,6 +468,7 @@ case $MODE in
     services
     timed test cargo_tests
     timed bench-webhook bench_webhook
+    timed bench-hostile bench_hostile
     timed bench-scale bench_scale
     timed in-pod wait_bg in-pod
     timed images scripts/images.sh package
