@@ -177,11 +177,15 @@ start_go_builds() {
 start_book_tools() { bg book-tools 10 scripts/tools.sh mdbook; }
 
 # The desktop plugin (scripts/desktop.sh): its tools (Wine from apt, zig and cargo-zigbuild
-# from PyPI: ~1 minute each, mostly downloads) fetched at the start, before any other apt
-# of the run, and its three builds (their cost: scripts/desktop.sh) during the end-to-end stage,
-# which mostly waits on the node; checked after it.
-start_desktop_tools() { bg desktop-tools 10 scripts/desktop.sh tools; }
-start_desktop_build() { wait_bg desktop-tools; bg desktop 10 scripts/desktop.sh build; }
+# from PyPI, rustup's three targets: mostly downloads), then its three builds (~825 CPU-s
+# each, measured: scripts/desktop.sh), from the start of the run at the lowest priority: they
+# take the CPU the stages leave idle (the tests and the node's scenarios mostly wait), and are
+# checked after the end-to-end stage. Started after images.sh's tools, so that two apt-gets
+# never run at once.
+start_desktop() {
+  # shellcheck disable=SC2016  # (expanded by the inner shell)
+  bg desktop 19 bash -c 'scripts/desktop.sh tools && scripts/desktop.sh build'
+}
 desktop() { wait_bg desktop; scripts/desktop.sh check; }
 
 start_release_tools() {
@@ -428,8 +432,8 @@ case $MODE in
         timed go-builds wait_bg go-builds; services; timed arm64 arm64 ;;   # (api.rs: the API server)
       e2e) need_go; start_go_builds node; timed images images; timed go-builds wait_bg go-builds
         services; e2e_stage ;;
-      desktop) scripts/images.sh tools; start_desktop_tools   # (their apt-gets one after the other)
-        timed images scripts/images.sh cluster; start_desktop_build; timed desktop desktop ;;
+      desktop) scripts/images.sh tools; start_desktop   # (their apt-gets one after the other)
+        timed images scripts/images.sh cluster; timed desktop desktop ;;
       bench) need_go; start_go_builds no-node; timed images images; timed build build
         timed go-builds wait_bg go-builds
         timed bench-webhook bench_webhook; timed bench-hostile bench_hostile; timed bench-scale bench_scale
@@ -456,7 +460,7 @@ case $MODE in
     setup
     need_go
     scripts/images.sh tools      # (once, before two images.sh run at the same time)
-    start_desktop_tools
+    start_desktop
     start_go_builds node
     start_book_tools
     start_release_tools
@@ -475,7 +479,6 @@ case $MODE in
     timed bench-run bench_run
     timed bench-ships bench_ships
     timed arm64 arm64
-    start_desktop_build
     e2e_stage
     timed desktop desktop
     timed release release ;;
