@@ -142,6 +142,7 @@ def main():
         )
         # (before: what an interrupted walk left; the README creates the namespace)
         remove_walk_objects(env)
+        remove_unowned_install(env)
         try:
             walk(script, env, tmp)
         finally:
@@ -153,6 +154,19 @@ def remove_walk_objects(env):
     for what in (["job", "report", "-n", "default"], ["namespace", "batch"]):
         subprocess.run(["kubectl", "delete", *what, "--ignore-not-found", "--timeout=120s"],
                        env=env, stdout=subprocess.DEVNULL, check=False)
+
+
+def remove_unowned_install(env):
+    """The README's cluster is one sexton was never installed on: every object of the chart
+    that something else created on this control plane (e2e/run.sh and the cargo tests apply
+    the CRD and the requester policy of deploy/, which is the chart rendered) is deleted
+    first, or the chart's install refuses to adopt it ("exists and cannot be imported into
+    the current release"). Deletion awaited, bounded; e2e/run.sh applies them again."""
+    manifests = sorted(os.path.join(ROOT, "deploy", f) for f in os.listdir(os.path.join(ROOT, "deploy"))
+                       if f.endswith(".yaml") and f != "kustomization.yaml")
+    args = [a for m in manifests for a in ("-f", m)]
+    subprocess.run(["kubectl", "delete", *args, "--ignore-not-found", "--timeout=120s"],
+                   env=env, stdout=subprocess.DEVNULL, check=True)
 
 
 def walk(script, env, tmp):
