@@ -50,12 +50,23 @@ fi
 
 # The pods, as JSON: the `deletion` pod of scenario 12, injected each way.
 kubectl create --dry-run=client -o json -f e2e/manifests/contract.yaml \
-  | python3 -c 'import json, sys; l = json.load(sys.stdin); print(json.dumps(next(i for i in l.get("items", [l]) if i["kind"] == "Pod")))' \
+  | python3 -c '
+import json, sys
+# (kubectl prints a List, or one object after another for several documents: both read)
+text, dec, objs, i = sys.stdin.read(), json.JSONDecoder(), [], 0
+while text[i:].strip():
+    o, i = dec.raw_decode(text, len(text) - len(text[i:].lstrip()))
+    objs += o.get("items", [o])
+pod = next(o for o in objs if o["kind"] == "Pod")
+pod["metadata"].pop("namespace", None)   # (the client filled in its context namespace: measure.py picks one)
+print(json.dumps(pod))' \
   >"$GEN/pod.json"
 for s in native wrap native-wrap; do
   sed "s/STRATEGY/$s/g" "$GEN/pod.json" | "$CTL" inject --strategy "$s" --sexton-image sexton:e2e -f - >"$GEN/$s.json"
 done
-kubectl create --dry-run=client -o json -f bench/deletion/pod-kubexit.yaml >"$GEN/kubexit.json"
+kubectl create --dry-run=client -o json -f bench/deletion/pod-kubexit.yaml \
+  | python3 -c 'import json, sys; p = json.load(sys.stdin); p["metadata"].pop("namespace", None); print(json.dumps(p))' \
+  >"$GEN/kubexit.json"
 
 NS="bench-deletion-$$"
 kubectl create namespace "$NS" >/dev/null
