@@ -403,13 +403,13 @@ release() { RERUN="  scripts/release.sh local"; scripts/release.sh local; RERUN=
 
 # The contributor's loop: everything that needs neither Go nor a control plane nor images,
 # built with the same profile as the full run (so each warms the other): the unit and
-# property tests of every crate, sexton-inject's golden files, and the in-pod integration
+# property tests of every crate, sexton-inject's golden files, the webhook fuzzed as a process, and the in-pod integration
 # tests (real processes in PID namespaces; contract.rs: sexton-core's and the in-pod one) but
 # api.rs, which talks to the API server.
 # --workspace, as the full run's build and tests: a subset of the packages would resolve
 # other features and build everything a second time.
 QUICK_TESTS=(--workspace --lib --bins
-  --test core_properties --test tombstone_fuzz --test golden --test admission --test contract
+  --test core_properties --test tombstone_fuzz --test golden --test admission --test contract --test webhook_fuzz
   --test supervisor --test faults_process --test faults_graveyard --test faults_extra --test resilience --test docs)
 
 # ---- the run ----------------------------------------------------------------------------
