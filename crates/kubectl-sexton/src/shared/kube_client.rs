@@ -21,7 +21,10 @@ mod kubeconfig_ca;
 /// against the real API server: nothing runs the macOS binary here).
 fn new_client(config: Config) -> Result<Client, ClientError> {
     if cfg!(target_os = "macos") || std::env::var_os("SEXTON_KUBECONFIG_CA_CLIENT").is_some() {
-        return kubeconfig_ca::client(config);
+        return kubeconfig_ca::client(config).map_err(|e| match e {
+            kubeconfig_ca::Error::Client(e) => ClientError::Client(e),
+            kubeconfig_ca::Error::Tls(why) => ClientError::Tls(why),
+        });
     }
     Client::try_from(config).map_err(ClientError::Client)
 }

@@ -17,9 +17,15 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use secrecy::ExposeSecret;
 use tower::ServiceBuilder;
 
-use super::ClientError;
+/// Why the client could not be made (the parent module words it as its `ClientError`; this
+/// module imports nothing from it, so that the two do not depend on each other).
+#[derive(Debug)]
+pub enum Error {
+    Client(kube::Error),
+    Tls(String),
+}
 
-pub fn client(config: Config) -> Result<Client, ClientError> {
+pub fn client(config: Config) -> Result<Client, Error> {
     let tls = tls_config(&config)?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -29,7 +35,7 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
         .https_or_http();
     if let Some(name) = &config.tls_server_name {
         let name = ServerName::try_from(name.clone())
-            .map_err(|e| ClientError::Tls(format!("tls-server-name {name:?}: {e}")))?;
+            .map_err(|e| Error::Tls(format!("tls-server-name {name:?}: {e}")))?;
         https = https.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
     }
     let mut connector =
@@ -40,8 +46,8 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
         hyper_util::client::legacy::Builder::new(TokioExecutor::new()).build(connector);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer().map_err(ClientError::Client)?)
-        .layer(config.extra_headers_layer().map_err(ClientError::Client)?)
+        .option_layer(config.auth_layer().map_err(Error::Client)?)
+        .layer(config.extra_headers_layer().map_err(Error::Client)?)
         // (a refreshed token's layer fails with BoxError: the connection's errors too)
         .map_err(tower::BoxError::from)
         .service(http);
@@ -50,15 +56,15 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
 
 /// rustls trusting the kubeconfig's certificate authority, with its client certificate if
 /// it has one.
-fn tls_config(config: &Config) -> Result<rustls::ClientConfig, ClientError> {
-    let tls = |what: &str, e: &dyn std::fmt::Display| ClientError::Tls(format!("{what}: {e}"));
+fn tls_config(config: &Config) -> Result<rustls::ClientConfig, Error> {
+    let tls = |what: &str, e: &dyn std::fmt::Display| Error::Tls(format!("{what}: {e}"));
     if config.accept_invalid_certs {
-        return Err(ClientError::Tls(
+        return Err(Error::Tls(
             "insecure-skip-tls-verify: the macOS build verifies the API server against the kubeconfig's certificate-authority; give it one".into(),
         ));
     }
     let Some(authorities) = config.root_cert.as_deref() else {
-        return Err(ClientError::Tls(
+        return Err(Error::Tls(
             "the kubeconfig's cluster has no certificate-authority(-data): the macOS build trusts only that authority".into(),
         ));
     };
@@ -85,7 +91,7 @@ fn tls_config(config: &Config) -> Result<rustls::ClientConfig, ClientError> {
 /// `client-key(-data)`), when it has them.
 fn identity(
     config: &Config,
-) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, ClientError> {
+) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, Error> {
     let user = &config.auth_info;
     let key = user
         .client_key_data
@@ -101,21 +107,21 @@ fn identity(
         (None, None) => return Ok(None),
         (Some(c), Some(k)) => (c, k),
         (Some(_), None) => {
-            return Err(ClientError::Tls(
+            return Err(Error::Tls(
                 "client-certificate without client-key".into(),
             ));
         }
         (None, Some(_)) => {
-            return Err(ClientError::Tls(
+            return Err(Error::Tls(
                 "client-key without client-certificate".into(),
             ));
         }
     };
     let chain = CertificateDer::pem_slice_iter(&cert)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ClientError::Tls(format!("client-certificate: {e}")))?;
+        .map_err(|e| Error::Tls(format!("client-certificate: {e}")))?;
     let key = PrivateKeyDer::from_pem_slice(&key)
-        .map_err(|e| ClientError::Tls(format!("client-key: {e}")))?;
+        .map_err(|e| Error::Tls(format!("client-key: {e}")))?;
     Ok(Some((chain, key)))
 }
 
@@ -124,14 +130,14 @@ fn pem_of(
     field: &str,
     data: Option<&str>,
     file: Option<&str>,
-) -> Result<Option<Vec<u8>>, ClientError> {
+) -> Result<Option<Vec<u8>>, Error> {
     use base64::Engine as _;
     if let Some(data) = data {
         return base64::engine::general_purpose::STANDARD
             .decode(data.trim())
             .map(Some)
-            .map_err(|e| ClientError::Tls(format!("{field}-data: {e}")));
+            .map_err(|e| Error::Tls(format!("{field}-data: {e}")));
     }
-    file.map(|f| std::fs::read(f).map_err(|e| ClientError::Tls(format!("{field} {f}: {e}"))))
+    file.map(|f| std::fs::read(f).map_err(|e| Error::Tls(format!("{field} {f}: {e}"))))
         .transpose()
 }
