@@ -48,7 +48,10 @@ GITHUB_REPO=sexton-dev/sexton
 DOWNLOAD="https://github.com/$GITHUB_REPO/releases/download/$TAG"
 ARCHES=(amd64 arm64)
 # the plugin's platforms: OS-ARCH (the directory under target/images/bin)
-PLUGIN_PLATFORMS=(linux-amd64 linux-arm64 darwin-amd64 darwin-arm64 windows-amd64)
+# (SEXTON_DESKTOP_PLATFORMS: the desktop ones, scripts/desktop.sh; a release has all three,
+# scripts/test.sh's rehearsal Windows alone)
+read -r -a DESKTOP_PLATFORMS <<<"${SEXTON_DESKTOP_PLATFORMS:-darwin-amd64 darwin-arm64 windows-amd64}"
+PLUGIN_PLATFORMS=(linux-amd64 linux-arm64 "${DESKTOP_PLATFORMS[@]}")
 # file times inside the archives: the commit's (same commit and binaries, same archives)
 CREATED=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 
