@@ -88,7 +88,7 @@ wine_prefix() {
   "$(dirname "$zigbuild")/python3" -m ziglang cc -target x86_64-windows-gnu -shared -O2 \
     -o "$dll.tmp" scripts/desktop/bcryptprimitives.c -ladvapi32 \
     || die "cannot build bcryptprimitives.dll for Wine (zig cc)"
-  rm -f "${dll%.dll}".{tmp.lib,tmp.pdb,lib,pdb}   # (zig cc's import library and symbols)
+  rm -f "${dll%.dll}".{tmp.lib,tmp.pdb,lib,pdb} "$dll".{pdb,tmp.pdb}   # (zig cc's import library and symbols)
   mv "$dll.tmp" "$dll"
 }
 
