@@ -38,7 +38,8 @@ reruns the failing test alone):
            then README.md's quick start walked on it in order (e2e/quickstart.py), then
            the quick forms of bench/completion.sh and bench/deletion.sh on that node
   desktop  the plugin for macOS and Windows, cross-built and checked (scripts/desktop.sh:
-           the .exe under Wine against the Linux binary, the Mach-O files' CPU and links)
+           the .exe under Wine against the Linux binary, the Mach-O files' CPU and links;
+           a full run builds and checks Windows alone)
   bench    the quick forms of the other benchmarks (bench/webhook.sh, bench/webhook-hostile.sh,
            bench/scale.sh, bench/run.sh, bench/ships.py): each must write its results
            stamped, every table filled (bench/check.py); the figures are not asserted, but
