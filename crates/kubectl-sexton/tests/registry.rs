@@ -83,10 +83,6 @@ fn inject(s: &Scratch, manifest: &str, args: &[&str], docker_config: &Path) -> R
     }
 }
 
-fn docs(yaml: &str) -> Vec<Value> {
-    serde_saphyr::from_str_multiple(yaml).unwrap()
-}
-
 /// The process of `sexton-test/app:1` and `sexton-test/side:1` behind the supervisor
 /// (scripts/registry.sh builds them): ENTRYPOINT + CMD, and CMD alone whose `$` is doubled
 /// so that the kubelet passes it on unexpanded.

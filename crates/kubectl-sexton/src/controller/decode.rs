@@ -80,7 +80,7 @@ where
         Event::InitApply(o) => decode(o).ok().map(Event::InitApply),
         Event::Apply(o) => Some(match decode(o) {
             Ok(k) => Event::Apply(k),
-            Err(meta) => Event::Delete((lenient.placeholder)(meta)),
+            Err(meta) => Event::Delete((lenient.placeholder)(*meta)),
         }),
         Event::Delete(o) => {
             if let Some(uid) = o.uid() {
@@ -97,33 +97,34 @@ where
     }
 }
 
-/// The object as `K`, or (reported once per version) its metadata.
+/// The object as `K`, or (reported once per version) its metadata (boxed: the rare case
+/// should not make every result the size of an `ObjectMeta`).
 fn decode<K: DeserializeOwned>(
     o: DynamicObject,
     lenient: &Lenient<K>,
     reported: &Mutex<HashMap<String, String>>,
-) -> Result<K, ObjectMeta> {
+) -> Result<K, Box<ObjectMeta>> {
     let value = match serde_json::to_value(&o) {
         Ok(v) => v,
         Err(e) => {
-            return Err(undecodable(
+            return Err(Box::new(undecodable(
                 o.metadata,
                 "",
                 &e.to_string(),
                 lenient,
                 reported,
-            ));
+            )));
         }
     };
     serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
-        undecodable(
+        Box::new(undecodable(
             o.metadata,
             &field,
             &e.inner().to_string(),
             lenient,
             reported,
-        )
+        ))
     })
 }
 

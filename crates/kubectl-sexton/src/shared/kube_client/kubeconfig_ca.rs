@@ -107,30 +107,22 @@ fn identity(
         (None, None) => return Ok(None),
         (Some(c), Some(k)) => (c, k),
         (Some(_), None) => {
-            return Err(Error::Tls(
-                "client-certificate without client-key".into(),
-            ));
+            return Err(Error::Tls("client-certificate without client-key".into()));
         }
         (None, Some(_)) => {
-            return Err(Error::Tls(
-                "client-key without client-certificate".into(),
-            ));
+            return Err(Error::Tls("client-key without client-certificate".into()));
         }
     };
     let chain = CertificateDer::pem_slice_iter(&cert)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Error::Tls(format!("client-certificate: {e}")))?;
-    let key = PrivateKeyDer::from_pem_slice(&key)
-        .map_err(|e| Error::Tls(format!("client-key: {e}")))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(&key).map_err(|e| Error::Tls(format!("client-key: {e}")))?;
     Ok(Some((chain, key)))
 }
 
 /// PEM bytes from a kubeconfig field's base64 `-data` form, else from its file.
-fn pem_of(
-    field: &str,
-    data: Option<&str>,
-    file: Option<&str>,
-) -> Result<Option<Vec<u8>>, Error> {
+fn pem_of(field: &str, data: Option<&str>, file: Option<&str>) -> Result<Option<Vec<u8>>, Error> {
     use base64::Engine as _;
     if let Some(data) = data {
         return base64::engine::general_purpose::STANDARD
