@@ -122,6 +122,32 @@ fn in_pod_settings_table_matches_code() {
     }
 }
 
+/// The README's sidecar-contract section names the settings the contract added to the
+/// in-pod supervisor (those `inject` writes so that `wrap` keeps native sidecars' promises),
+/// each with its default and the code's own help, generated from `SETTINGS`.
+#[test]
+fn readme_contract_settings_match_code() {
+    use sexton_core::settings::{Id, SETTINGS};
+    let contract = [
+        Id::DeathTrigger,
+        Id::DeathDepsMode,
+        Id::HoldStop,
+        Id::PodGracePeriod,
+        Id::RestartChild,
+        Id::RestartBackoff,
+        Id::PreStop,
+    ];
+    let mut out = String::from("| setting | default | what it does |\n|---|---|---|\n");
+    for s in SETTINGS.iter().filter(|s| contract.contains(&s.id)) {
+        let default = match s.default {
+            None | Some("") => "(none)".to_string(),
+            Some(d) => format!("`{d}`"),
+        };
+        out += &format!("| `{}` | {default} | {} |\n", s.env, s.help.replace('|', "\\|"));
+    }
+    check_fragment("README.md", "contract-settings", &out);
+}
+
 // ---- generated fragments --------------------------------------------------------------
 
 /// Compares the fragment NAME of FILE with `want`; under SEXTON_BLESS rewrites it.
