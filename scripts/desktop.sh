@@ -83,7 +83,9 @@ tools() {
 wine_prefix() {
   local dll="$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" zigbuild
   [ -f "$dll" ] && return 0
-  wineboot --init >/dev/null 2>&1 || die "wineboot --init failed (WINEPREFIX=$WINEPREFIX)"
+  mkdir -p "$(dirname "$WINEPREFIX")"   # (wine makes the prefix, not its parent: none on a new machine)
+  local out
+  out=$(wineboot --init 2>&1) || die "wineboot --init failed (WINEPREFIX=$WINEPREFIX): $(echo "$out" | tail -3)"
   zigbuild=$(scripts/tools.sh cargo-zigbuild)
   "$(dirname "$zigbuild")/python3" -m ziglang cc -target x86_64-windows-gnu -shared -O2 \
     -o "$dll.tmp" scripts/desktop/bcryptprimitives.c -ladvapi32 \
