@@ -143,7 +143,11 @@ fn readme_contract_settings_match_code() {
             None | Some("") => "(none)".to_string(),
             Some(d) => format!("`{d}`"),
         };
-        out += &format!("| `{}` | {default} | {} |\n", s.env, s.help.replace('|', "\\|"));
+        out += &format!(
+            "| `{}` | {default} | {} |\n",
+            s.env,
+            s.help.replace('|', "\\|")
+        );
     }
     check_fragment("README.md", "contract-settings", &out);
 }
