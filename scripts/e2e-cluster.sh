@@ -65,7 +65,7 @@ need_packages() {
   command -v ip >/dev/null || missing+=(iproute2)
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing ${missing[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 }
 
 # kubectl: the machine's, else the one built from the pinned release (`build` builds it).

@@ -63,7 +63,7 @@ need_tools() {
   if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || die "missing: ${missing[*]} (install them, or run as root)"
     log "installing ${missing[*]}"
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
   fi
   local t
   for p in "${PLATFORMS[@]}"; do

@@ -52,8 +52,8 @@ install_missing() {
   [ ${#pkgs[@]} -eq 0 ] && return 0
   command -v apt-get >/dev/null || die "missing: ${pkgs[*]} (Debian package names; install them)"
   log "installing ${pkgs[*]}"
-  $SUDO apt-get update -qq >/dev/null
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${pkgs[@]}" >/dev/null
 }
 
 # answers PORT: the registry serves its API (200, or 401 where authentication is on).

@@ -76,8 +76,8 @@ SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 APT_UPDATED=0
 apt_install() {
   if need apt-get; then
-    [ $APT_UPDATED = 1 ] || { $SUDO apt-get update -qq >/dev/null; APT_UPDATED=1; }
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    [ $APT_UPDATED = 1 ] || { $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null; APT_UPDATED=1; }
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
   else
     echo "missing: $* (install it with your package manager)" >&2; exit 1
   fi

@@ -513,22 +513,6 @@ async fn connections_are_bounded_per_client_and_readiness_follows_the_port() {
     drop(held);
 }
 
-/// `server.rs::HANDSHAKES_PER_CLIENT`.
-const HANDSHAKES_PER_CLIENT: usize = 4;
-const WAITS_FOR_A_TURN: &str = "TLS handshake waits for a turn";
-
-/// Whether the webhook's log says `needle` `n` times within PATIENCE.
-async fn logged_times(w: &Lone, needle: &str, n: usize) -> bool {
-    let deadline = Instant::now() + PATIENCE;
-    while Instant::now() < deadline {
-        if w.process.logs().matches(needle).count() >= n {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 /// Whether the webhook has closed `conn` (reads the end of the stream within PATIENCE).
 async fn closed_by_webhook(conn: &mut tokio::net::TcpStream) -> bool {
     let mut buf = [0u8; 64];
@@ -538,22 +522,31 @@ async fn closed_by_webhook(conn: &mut tokio::net::TcpStream) -> bool {
     )
 }
 
+/// A client address's turn is taken only for the server's reply (`server.rs::handshake`): a
+/// connection that sends no ClientHello holds nothing, so silent connections cannot block
+/// their address's real handshakes (with turns taken at the accept, 4 silent ones did, for
+/// the 10 s handshake deadline), and are closed at that deadline.
 #[tokio::test]
-async fn handshakes_of_one_address_take_turns_and_timed_out_ones_give_theirs_back() {
+async fn silent_connections_hold_no_turn_and_are_closed_at_the_handshake_deadline() {
     let w = lone("hostile-handshakes", &[]);
     let tls = connector(&w.ca, None);
     let flooder = [127, 0, 0, 4];
-    // one connection more than the address has turns, none sending a ClientHello: one waits
     let mut silent = vec![];
-    for _ in 0..=HANDSHAKES_PER_CLIENT {
+    for _ in 0..8 {
         silent.push(tcp(w.port, flooder).await.unwrap());
     }
-    assert!(
-        logged_times(&w, WAITS_FOR_A_TURN, 1).await,
-        "{} handshakes of one address were all worked on at once",
-        HANDSHAKES_PER_CLIENT + 1
-    );
-    // another address is served meanwhile, while the flooder's turns are still held
+    // the flooder's own real clients, many at once, and another address, are all served
+    // while the silent connections are still open
+    let at_once: Vec<_> = (0..16)
+        .map(|_| tokio::spawn(tls_to(w.port, flooder, tls.clone())))
+        .collect();
+    for h in at_once {
+        tokio::time::timeout(PATIENCE, h)
+            .await
+            .expect("a handshake waited behind the address's silent connections")
+            .unwrap()
+            .expect("a handshake of the flooder's address failed");
+    }
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "main", "image": "app:1"}]}});
     let body = review("default", pod).to_string();
@@ -565,40 +558,14 @@ async fn handshakes_of_one_address_take_turns_and_timed_out_ones_give_theirs_bac
             matches!(s.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
         assert!(
             still_open,
-            "the other address was served only after the flooder's handshakes ended"
+            "the handshakes were served only after the silent connections were closed at the 10 s deadline"
         );
-    }
-    // a real client of the flooder's address waits its turn, and gets it when the silent
-    // ones go away
-    let waiting = tokio::spawn(tls_to(w.port, flooder, tls.clone()));
-    assert!(
-        logged_times(&w, WAITS_FOR_A_TURN, 2).await,
-        "a handshake beyond the address's turns was worked on at once"
-    );
-    drop(silent);
-    let served = tokio::time::timeout(PATIENCE, waiting)
-        .await
-        .expect("the waiting handshake never got a turn")
-        .unwrap();
-    served.expect("the waiting handshake failed");
-    // handshakes that time out give their turns back
-    let mut silent = vec![];
-    for _ in 0..HANDSHAKES_PER_CLIENT {
-        silent.push(tcp(w.port, flooder).await.unwrap());
     }
     for s in &mut silent {
         assert!(
             closed_by_webhook(s).await,
-            "a connection that never sent a ClientHello was kept"
+            "a connection that never sent a ClientHello was kept past the handshake deadline"
         );
-    }
-    let again: Vec<_> = (0..HANDSHAKES_PER_CLIENT)
-        .map(|_| tokio::spawn(tls_to(w.port, flooder, tls.clone())))
-        .collect();
-    for h in again {
-        h.await
-            .unwrap()
-            .expect("a turn of a timed-out handshake was not given back");
     }
 }
 

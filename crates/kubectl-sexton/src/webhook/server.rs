@@ -1,21 +1,25 @@
 //! The webhook's TLS port under hostile clients: a bounded number of connections, and of
 //! connections per client address (more are closed at once, so that one client cannot take
-//! every slot); at most [`HANDSHAKES_PER_CLIENT`] TLS handshakes of one client address worked
-//! on at once (its others wait their turn, first come first served), so that a flood of
-//! handshakes from one address, each a private-key operation, cannot queue ahead of another
-//! address's reviews; a TLS handshake within 10 s of the accept, its wait for a turn included;
-//! a connection with no review in flight for [`IDLE`] is closed (gracefully: a GOAWAY for
-//! HTTP/2), which bounds idle TLS, slow request heads and keep-alive alike and frees the
-//! slot; the body's own deadline and size are the handler's (`limits.rs`). While every slot
-//! is taken the port accepts nothing, and `/readyz` says so. The handshakes run on a thread
-//! of their own ([`handshake_runtime`]): the workers that answer established connections
-//! (the API server keeps its connections) never wait behind a burst of private-key
-//! operations; the kernel shares the CPUs between the two.
+//! every slot); a TLS handshake within 10 s of the accept; a connection with no review in
+//! flight for [`IDLE`] is closed (gracefully: a GOAWAY for HTTP/2), which bounds idle TLS,
+//! slow request heads and keep-alive alike and frees the slot; the body's own deadline and
+//! size are the handler's (`limits.rs`). While every slot is taken the port accepts nothing,
+//! and `/readyz` says so.
+//!
+//! The handshakes run on a thread of their own ([`handshake_runtime`]): the workers that
+//! answer established connections (the API server keeps its connections) never wait behind
+//! a burst of private-key operations; the kernel shares the CPUs between the two. On that
+//! thread, client addresses take turns: a ClientHello is read without a turn (a silent or
+//! slow client costs no CPU and holds nothing), then the server's reply, whose private-key
+//! operation is the handshake's CPU, is computed in the address's one turn
+//! ([`HANDSHAKES_PER_CLIENT`]); the thread runs what is ready first come first served, so a
+//! flood from one address puts at most one private-key operation ahead of another address's
+//! handshake.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -32,11 +36,15 @@ use crate::shared::http::{Health, ListenError, accept};
 /// A client has this long after the accept to complete its TLS handshake (the wait for a turn
 /// included).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// TLS handshakes of one client address worked on at once. A handshake costs the server a
-/// private-key operation (about 1-2 ms of a core for RSA-2048) before it knows who the client
-/// is; the webhook's runtime has 2 threads. Handshakes beyond this wait (FIFO) rather than
-/// being closed: a burst of new connections from the API server must not fail reviews.
-pub const HANDSHAKES_PER_CLIENT: usize = 4;
+/// Server replies (each a private-key operation: about 1-2 ms of a core for RSA-2048, spent
+/// before the server knows who the client is) computed at once for one client address. One:
+/// the handshake thread computes one at a time anyway, so a single turn costs an address no
+/// throughput, and it makes the thread take addresses in turn. Measured beside 320 hostile
+/// clients on 4 addresses (BENCHMARKS.md "Admission webhook under hostile clients"): with 4
+/// turns held from the accept, a new connection's p99 was 5.2x its quiet value. The others
+/// wait (FIFO) rather than being closed: a burst of new connections from the API server must
+/// not fail reviews.
+pub const HANDSHAKES_PER_CLIENT: usize = 1;
 /// ... and to send a request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection with no request in flight for this long is closed.
@@ -72,24 +80,40 @@ pub async fn serve_tls(
     Ok(bound)
 }
 
-/// The runtime of the TLS handshakes: one thread, started once, never dropped (a runtime
-/// may not be dropped inside another's task). Measured on 2 cores beside 320 hostile
-/// clients (BENCHMARKS.md "Admission webhook under hostile clients"): with the handshakes
-/// on the serving workers, kept-alive reviews waited up to 56 ms behind reconnect bursts.
+/// The runtime of the TLS handshakes: one thread, started once, never stopped. Measured on 2
+/// cores beside 320 hostile clients (BENCHMARKS.md "Admission webhook under hostile
+/// clients"): with the handshakes on the serving workers, kept-alive reviews waited up to 56 ms
+/// behind reconnect bursts. A current-thread runtime, not a multi-thread one of one worker:
+/// the latter runs a task woken by the running one next (its LIFO slot), so a turn given back
+/// by one address's handshake would go to the same address's next one, ahead of every other
+/// address's; the current-thread scheduler queues it last.
 fn handshake_runtime() -> std::io::Result<tokio::runtime::Handle> {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(rt) = RUNTIME.get() {
-        return Ok(rt.handle().clone());
+    static HANDLE: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
+    let mut handle = HANDLE.lock().expect("poisoned");
+    if let Some(handle) = handle.as_ref() {
+        return Ok(handle.clone());
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("tls-handshake")
-        .enable_all()
-        .build()?;
-    if let Err(rt) = RUNTIME.set(rt) {
-        std::mem::forget(rt); // (set by another caller first: this one is never used)
-    }
-    Ok(RUNTIME.get().expect("set above").handle().clone())
+    // (built on its own thread, which keeps it: a runtime may not be dropped in another's task)
+    let (built, receive) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("tls-handshake".into())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => {
+                    let _ = built.send(Ok(rt.handle().clone()));
+                    rt.block_on(std::future::pending::<()>())
+                }
+                Err(e) => drop(built.send(Err(e))),
+            }
+        })?;
+    let new = receive
+        .recv()
+        .map_err(|_| std::io::Error::other("the TLS handshake thread ended at its start"))??;
+    *handle = Some(new.clone());
+    Ok(new)
 }
 
 async fn accept_loop(
@@ -100,7 +124,6 @@ async fn accept_loop(
     health: Arc<Health>,
     shakes: tokio::runtime::Handle,
 ) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(limits.total));
     let clients = Arc::new(Clients::default());
     loop {
@@ -112,10 +135,10 @@ async fn accept_loop(
             debug!(%peer, "closed: {} connections from this address already", limits.per_client);
             continue;
         };
-        let (acceptor, router, shakes) = (acceptor.clone(), router.clone(), shakes.clone());
+        let (tls, router, shakes) = (tls.clone(), router.clone(), shakes.clone());
         tokio::spawn(async move {
             let turns = client.handshakes.clone();
-            serve_one(conn, acceptor, router, turns, &shakes).await;
+            serve_one(conn, tls, router, turns, &shakes).await;
             drop((slot, client));
         });
     }
@@ -180,17 +203,20 @@ impl Drop for Entered {
     }
 }
 
-/// The TLS handshake in one of the client's turns; the turn is given back when it ends,
-/// fails, or is dropped by the timeout.
+/// The TLS handshake: the ClientHello read without a turn, the server's reply computed in one
+/// of the client's turns (given back as soon as it is computed, or when the timeout drops
+/// this), then the client's Finished awaited without it.
 async fn handshake(
     conn: TcpStream,
-    acceptor: &tokio_rustls::TlsAcceptor,
+    tls: &Arc<rustls::ServerConfig>,
     turns: &Semaphore,
 ) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
-    let _turn = match turns.try_acquire() {
+    let peer = conn.peer_addr().ok();
+    let hello =
+        tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), conn).await?;
+    let turn = match turns.try_acquire() {
         Ok(turn) => turn,
         Err(_) => {
-            let peer = conn.peer_addr().ok();
             debug!(
                 ?peer,
                 "TLS handshake waits for a turn: {HANDSHAKES_PER_CLIENT} from this address already"
@@ -198,19 +224,22 @@ async fn handshake(
             turns.acquire().await.expect("never closed")
         }
     };
-    acceptor.accept(conn).await
+    // (rustls signs here: `into_connection` processes the ClientHello and queues the reply)
+    let finishing = hello.into_stream(tls.clone());
+    drop(turn);
+    finishing.await
 }
 
 /// The handshake, then requests until the client closes or the connection is idle.
 async fn serve_one(
     conn: TcpStream,
-    acceptor: tokio_rustls::TlsAcceptor,
+    tls: Arc<rustls::ServerConfig>,
     router: Router,
     turns: Arc<Semaphore>,
     shakes: &tokio::runtime::Handle,
 ) {
     let shaken = shakes.spawn(async move {
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &acceptor, &turns)).await
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &tls, &turns)).await
     });
     let stream = match shaken.await {
         Ok(Ok(Ok(s))) => s,
