@@ -55,10 +55,18 @@ wait_until() {
   done
 }
 
-# wait_for WHAT SECONDS COMMAND...: wait_until, and after SECONDS die naming WHAT.
+# wait_for WHAT SECONDS COMMAND...: wait_until, and after SECONDS die naming WHAT, with the
+# end of each log of the state directory: a caller's cleanup (scripts/test.sh's EXIT trap
+# runs `down`) removes that directory, and with it the only trace of why.
 wait_for() {
-  local what=$1 secs=$2; shift 2
-  wait_until "$secs" "$@" || die "$what not ready after ${secs}s (logs in $LIB_STATE)"
+  local what=$1 secs=$2 f; shift 2
+  wait_until "$secs" "$@" && return 0
+  for f in "$LIB_STATE"/*.log; do
+    [ -f "$f" ] || continue
+    echo "${LIB_NAME:-sexton}: the end of $f:" >&2
+    tail -n 15 "$f" | sed 's/^/  /' >&2
+  done
+  die "$what not ready after ${secs}s (logs in $LIB_STATE)"
 }
 
 ## Processes. A pid file holds "PID START": START, the process's start time (clock ticks
