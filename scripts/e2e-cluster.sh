@@ -64,8 +64,7 @@ need_packages() {
   command -v buildah >/dev/null || missing+=(buildah)
   command -v ip >/dev/null || missing+=(iproute2)
   [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing ${missing[*]}"
-  apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
+  apt_install "${missing[@]}"
 }
 
 # kubectl: the machine's, else the one built from the pinned release (`build` builds it).

@@ -62,8 +62,7 @@ need_tools() {
   command -v python3 >/dev/null || missing+=(python3)
   if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || die "missing: ${missing[*]} (install them, or run as root)"
-    log "installing ${missing[*]}"
-    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
   fi
   local t
   for p in "${PLATFORMS[@]}"; do

@@ -37,6 +37,19 @@ lib_init() {
 log() { echo "${LIB_NAME:-sexton}: $*" >&2; }
 die() { echo "${LIB_NAME:-sexton}: error: $*" >&2; exit 1; }
 
+# apt_install PACKAGE...: Debian's packages, quietly (sudo unless root; the package lists
+# updated once per script). Every apt-get waits up to 10 minutes for dpkg's lock rather than
+# fail at once: scripts/test.sh installs from background steps (desktop.sh's Wine) while
+# later stages install theirs.
+APT_UPDATED=0
+apt_install() {
+  command -v apt-get >/dev/null || die "missing: $* (install it with your package manager)"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  log "installing $*"
+  [ $APT_UPDATED = 1 ] || { $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null; APT_UPDATED=1; }
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
+}
+
 # quietly COMMAND...: runs COMMAND with its output hidden, unless it fails.
 quietly() {
   local out

@@ -40,7 +40,6 @@ port_of() {
   case "$1" in anonymous) echo "$ANON_PORT" ;; basic) echo "$BASIC_PORT" ;; token) echo "$TOKEN_PORT" ;; esac
 }
 
-SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 install_missing() {
   local pkgs=()
   command -v docker-registry >/dev/null || pkgs+=(docker-registry)
@@ -50,10 +49,7 @@ install_missing() {
   command -v openssl >/dev/null || pkgs+=(openssl)
   "$PY" -c 'import jwt, cryptography' 2>/dev/null || pkgs+=(python3-jwt python3-cryptography)
   [ ${#pkgs[@]} -eq 0 ] && return 0
-  command -v apt-get >/dev/null || die "missing: ${pkgs[*]} (Debian package names; install them)"
-  log "installing ${pkgs[*]}"
-  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${pkgs[@]}" >/dev/null
+  apt_install "${pkgs[@]}"
 }
 
 # answers PORT: the registry serves its API (200, or 401 where authentication is on).

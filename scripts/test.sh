@@ -72,16 +72,6 @@ case "${1:-}" in
 esac
 
 need() { command -v "$1" >/dev/null 2>&1; }
-SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-APT_UPDATED=0
-apt_install() {
-  if need apt-get; then
-    [ $APT_UPDATED = 1 ] || { $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null; APT_UPDATED=1; }
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
-  else
-    echo "missing: $* (install it with your package manager)" >&2; exit 1
-  fi
-}
 
 # timed NAME CMD...: runs CMD, adding its minutes to the summary printed at the end.
 TIMES=""
