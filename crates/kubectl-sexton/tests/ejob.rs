@@ -1375,6 +1375,37 @@ async fn ejob_a_forged_or_changed_requester_is_refused() {
     }
 }
 
+/// A stamp's lines must read back as one identity: `extra=a=b=c` would be key `a`, value
+/// `b=c`, for a creator whose key is `a=b`, and the controller would ask its
+/// SubjectAccessReviews about someone else. Such a creator is refused, even with the lines
+/// of their own identity; one with an ordinary key is not. (kubectl's `--as-user-extra`
+/// cannot name such a key: the request carries the impersonation headers itself, the key
+/// percent-encoded, as the API server reads it.)
+#[tokio::test(flavor = "current_thread")]
+async fn ejob_a_creator_with_an_equals_sign_in_an_extra_key_is_refused() {
+    let (_scope, client, ns, _scratch) = ejob_scenario("ejob-extra-eq").await;
+    may_create_jobs(&ns, "alice");
+    let create = |name: &str, header_key: &str, key: &str| {
+        let stamp = format!("{}\nextra={key}=c", impersonated("alice"));
+        let req = http::Request::post(format!(
+            "/apis/sexton.dev/v1alpha1/namespaces/{ns}/ephemeraljobs"
+        ))
+        .header("Content-Type", "application/json")
+        .header("Impersonate-User", "alice")
+        .header(format!("Impersonate-Extra-{header_key}"), "c")
+        .body(stamped_job(name, &stamp).to_string().into_bytes())
+        .unwrap();
+        client.request::<Value>(req)
+    };
+    let plain = create("plain", "team", "team").await;
+    assert!(plain.is_ok(), "an ordinary extra key was refused: {plain:?}");
+    let err = match create("equals", "a%3Db", "a=b").await {
+        Ok(job) => panic!("a creator with the extra key a=b was accepted: {job}"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("contains '='"), "{err}");
+}
+
 /// A job that does not say who created it (a cluster without the webhook and the policy)
 /// injects nothing: it fails closed with a condition that says why.
 #[tokio::test(flavor = "current_thread")]
