@@ -1398,7 +1398,10 @@ async fn ejob_a_creator_with_an_equals_sign_in_an_extra_key_is_refused() {
         client.request::<Value>(req)
     };
     let plain = create("plain", "team", "team").await;
-    assert!(plain.is_ok(), "an ordinary extra key was refused: {plain:?}");
+    assert!(
+        plain.is_ok(),
+        "an ordinary extra key was refused: {plain:?}"
+    );
     let err = match create("equals", "a%3Db", "a=b").await {
         Ok(job) => panic!("a creator with the extra key a=b was accepted: {job}"),
         Err(e) => e.to_string(),

@@ -219,7 +219,7 @@ pub struct Outcome {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Record `Born` durably, then start the child; report with `on_spawned`,
+    /// Record `Born`, then start the child; report with `on_spawned`,
     /// `on_spawn_failed` or `on_birth_not_recorded`.
     Spawn,
     /// Send `signal` to the child (or its process group when `group`).

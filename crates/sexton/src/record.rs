@@ -141,7 +141,7 @@ impl OwnRecord {
         }
     }
 
-    /// Records `Born`, durably, in a fresh record: a restarted container replaces its old
+    /// Records `Born` in a fresh record (complete and visible before the child starts): a restarted container replaces its old
     /// tombstone. The child must not be started if this fails. `Ready` comes after the
     /// child was started (`record_ready`): a peer waiting for it must never see a
     /// container ready whose command then turns out not to exist.
@@ -216,6 +216,13 @@ impl OwnRecord {
             }
             other => other,
         }
+    }
+
+    /// Whether this container's record is at its path, once it has one (a regular file:
+    /// what it says is the peers' to judge).
+    pub fn record_in_place(&self) -> bool {
+        self.tombstone == Tombstone::default()
+            || std::fs::symlink_metadata(self.dir.join(&self.name)).is_ok_and(|m| m.is_file())
     }
 
     /// After the graveyard was removed: re-creates it and puts back what peers rely on,

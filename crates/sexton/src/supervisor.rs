@@ -108,7 +108,7 @@ fn start_watch(
         // nothing to watch (a main container): no inotify instance, no thread, no poll
         _ if !has_deps => (None, None),
         WatchMode::Poll => (None, Some(cfg.poll_interval)),
-        WatchMode::Inotify => match crate::watch::watch(dir) {
+        WatchMode::Inotify => match crate::watch::watch(dir, &cfg.name) {
             Ok(w) => (Some(w), None),
             Err(source) => {
                 return Err(SetupError::Inotify {
@@ -119,7 +119,7 @@ fn start_watch(
         },
         // inotify, plus a poll as a safety net: some sandboxes accept the watch and then
         // deliver nothing for writes made by other containers.
-        WatchMode::Auto => match crate::watch::watch(dir) {
+        WatchMode::Auto => match crate::watch::watch(dir, &cfg.name) {
             Ok(w) => (Some(w), Some(cfg.poll_interval)),
             Err(e) => {
                 warn!(
@@ -431,9 +431,11 @@ impl Supervisor {
     }
 
     /// Whether the graveyard is no longer the one we are in: removed, replaced, or emptied
-    /// (our lock file went with it).
+    /// (our lock file went with it, or our record did).
     fn presence_lost(&self) -> bool {
-        self.graveyard.dir_identity() != self.graveyard_id || !self.record.lock_in_place()
+        self.graveyard.dir_identity() != self.graveyard_id
+            || !self.record.lock_in_place()
+            || !self.record.record_in_place()
     }
 
     /// The graveyard was removed, replaced or emptied: re-create it with our lock and

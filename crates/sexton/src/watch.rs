@@ -15,12 +15,17 @@
 //! IN_DELETE_SELF only once the last file that was in it is closed, and this container's
 //! own lock file, held for its whole life, always is open. The lock file is therefore
 //! watched too (`watch_own_lock`): removing the graveyard, or emptying it, unlinks it,
-//! which raises IN_ATTRIB on it at once.
+//! which raises IN_ATTRIB on it at once. Its own record (tombstone) is not held open: its
+//! deletion or move away is reported by the directory's watch (IN_DELETE, IN_MOVED_FROM),
+//! so that a sweep that takes the record again after the container put it back (`rm`
+//! going on through a graveyard while the supervisor restores it) is noticed too.
 //!
 //! Opens and reads are never subscribed: a watcher that reacts to a read by reading again
 //! would feed itself (the `notify` crate subscribes IN_OPEN and did exactly that here once).
-//! Deletions of files are not subscribed either: a vanished tombstone changes no decision
-//! (a dead dependency stays dead).
+//! Deletions of other files are reported by the kernel but dropped while parsing: a
+//! vanished tombstone of a dependency changes no decision (a dead dependency stays dead).
+//! The container's own renames never look like a deletion: the record they replace is
+//! not unlinked by name.
 //!
 //! Events are parsed in place from one read buffer and filtered by name before anything
 //! else happens (no allocation, no system call for an unrelated file): a graveyard shared
@@ -35,6 +40,8 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 /// Events that always matter.
 const BASE: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_FROM)
     .union(AddWatchFlags::IN_DELETE_SELF)
     .union(AddWatchFlags::IN_MOVE_SELF)
     .union(AddWatchFlags::IN_ONLYDIR);
@@ -74,6 +81,8 @@ const GONE: u32 = nix::libc::IN_DELETE_SELF
     | nix::libc::IN_IGNORED
     | nix::libc::IN_UNMOUNT;
 const OVERFLOW: u32 = nix::libc::IN_Q_OVERFLOW;
+/// A name that left the directory: only the own record's matters.
+const LEFT: u32 = nix::libc::IN_DELETE | nix::libc::IN_MOVED_FROM;
 
 /// Size of `struct inotify_event` before the name.
 const HEADER: usize = 16;
@@ -84,6 +93,8 @@ pub struct GraveyardWatcher {
     /// The watch of the directory now at `dir`. Every other watch is of the own lock
     /// file, or of a directory that was at `dir` before.
     dir_wd: i32,
+    /// This container's own record (its tombstone's name).
+    own: String,
     interest: Interest,
     buf: Box<[u64; BUF_WORDS]>,
 }
@@ -97,13 +108,15 @@ pub struct Changes {
     pub overflow: bool,
     /// The directory was deleted, moved or unmounted: the watch is gone.
     pub dir_gone: bool,
-    /// This container's own lock file was unlinked, moved or changed: the graveyard may
-    /// have been removed or emptied (the caller checks).
+    /// This container's own lock file was unlinked, moved or changed, or its own record
+    /// left the directory: the graveyard may have been removed or emptied (the caller
+    /// checks).
     pub own_lock: bool,
 }
 
-/// Starts watching with the widest interest; `set_interest` narrows it.
-pub fn watch(graveyard: &Path) -> nix::Result<GraveyardWatcher> {
+/// Starts watching with the widest interest; `set_interest` narrows it. `own`: this
+/// container's name (its record's).
+pub fn watch(graveyard: &Path, own: &str) -> nix::Result<GraveyardWatcher> {
     let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
     let interest = Interest {
         unlocked_deps: true,
@@ -113,6 +126,7 @@ pub fn watch(graveyard: &Path) -> nix::Result<GraveyardWatcher> {
         inotify,
         dir: graveyard.to_path_buf(),
         dir_wd,
+        own: own.to_string(),
         interest,
         buf: Box::new([0; BUF_WORDS]),
     })
@@ -170,7 +184,7 @@ impl GraveyardWatcher {
                     break;
                 }
             };
-            parse(&bytes[..n], &relevant, self.dir_wd, &mut c);
+            parse(&bytes[..n], &relevant, self.dir_wd, &self.own, &mut c);
             if n < bytes.len() / 2 {
                 break; // a short read emptied the queue; ppoll reports anything newer
             }
@@ -181,8 +195,15 @@ impl GraveyardWatcher {
 
 /// Parses a buffer of `struct inotify_event`s into `c`. `dir_wd`: the watch of the
 /// graveyard directory; events of any other watch are the own lock file's (earlier
-/// directories' watches report nothing but their late removal, which is old news).
-fn parse(mut bytes: &[u8], relevant: &impl Fn(&str) -> bool, dir_wd: i32, c: &mut Changes) {
+/// directories' watches report nothing but their late removal, which is old news). `own`:
+/// the own record's name, whose leaving the directory counts as the own lock's change.
+fn parse(
+    mut bytes: &[u8],
+    relevant: &impl Fn(&str) -> bool,
+    dir_wd: i32,
+    own: &str,
+    c: &mut Changes,
+) {
     let word = |b: &[u8], at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     while bytes.len() >= HEADER {
         let wd = word(bytes, 0) as i32;
@@ -209,6 +230,10 @@ fn parse(mut bytes: &[u8], relevant: &impl Fn(&str) -> bool, dir_wd: i32, c: &mu
         let Ok(name) = std::str::from_utf8(&name_bytes[..end]) else {
             continue; // container names are ASCII: not ours
         };
+        if mask & LEFT != 0 {
+            c.own_lock |= name == own;
+            continue;
+        }
         if !name.is_empty() && relevant(name) && !c.names.iter().any(|x| x == name) {
             c.names.push(name.to_string());
         }
@@ -224,7 +249,7 @@ mod tests {
         let d = std::env::temp_dir().join(format!("sexton-watch-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("main"), "x\n").unwrap();
-        let mut w = watch(&d).unwrap();
+        let mut w = watch(&d, "me").unwrap();
         let all = |_: &str| true;
         assert_eq!(w.drain(all), Changes::default());
         // reads raise nothing
@@ -258,10 +283,34 @@ mod tests {
     }
 
     #[test]
+    fn the_own_record_leaving_counts_other_deletions_do_not() {
+        let d = std::env::temp_dir().join(format!("sexton-watch-own-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        for f in ["me", "main", "tmp"] {
+            std::fs::write(d.join(f), "x\n").unwrap();
+        }
+        let mut w = watch(&d, "me").unwrap();
+        let all = |_: &str| true;
+        std::fs::remove_file(d.join("main")).unwrap();
+        assert_eq!(w.drain(all), Changes::default(), "a dependency's deletion");
+        // the container's own write: a rename over its record is no deletion of it
+        std::fs::rename(d.join("tmp"), d.join("me")).unwrap();
+        let c = w.drain(all);
+        assert!(!c.own_lock && c.names == ["me"], "{c:?}");
+        std::fs::remove_file(d.join("me")).unwrap();
+        assert!(w.drain(all).own_lock, "the own record deleted");
+        std::fs::write(d.join("me"), "x\n").unwrap();
+        let _ = w.drain(all);
+        std::fs::rename(d.join("me"), d.join("elsewhere")).unwrap();
+        assert!(w.drain(all).own_lock, "the own record moved away");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn parses_many_events_in_one_buffer() {
         let d = std::env::temp_dir().join(format!("sexton-watch-many-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        let mut w = watch(&d).unwrap();
+        let mut w = watch(&d, "me").unwrap();
         for i in 0..2000 {
             std::fs::write(d.join(format!("noise-{i}")), "").unwrap();
         }
@@ -275,7 +324,7 @@ mod tests {
     fn narrow_interest_ignores_creations_and_in_place_writes() {
         let d = std::env::temp_dir().join(format!("sexton-watch-narrow-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        let mut w = watch(&d).unwrap();
+        let mut w = watch(&d, "me").unwrap();
         let all = |_: &str| true;
         assert_eq!(
             w.set_interest(Interest {

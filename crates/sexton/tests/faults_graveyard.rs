@@ -710,6 +710,41 @@ fn graveyard_removed_while_running() {
     }
 }
 
+/// A sidecar's own tombstone deleted while its lock stays (what a sweep through the
+/// graveyard does when it reaches the tombstone after the sidecar put both back) is put
+/// back at once, so that peers looking now see the sidecar born. Before the directory's
+/// watch reported the own record's deletion, nothing noticed it while main ran.
+#[test]
+fn own_tombstone_deleted_alone_is_put_back_at_once() {
+    let pod = Pod::new("ownrecord");
+    pod.fifo("fifo");
+    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 0"]);
+    let mut sidecar = pod.container(
+        "sidecar",
+        &[("KUBEXIT_DEATH_DEPS", "main")],
+        &["sh", "-c", &term_recorder("term", 0)],
+    );
+    pod.wait_born("main");
+    pod.wait_born("sidecar");
+    pod.wait_file("term.started");
+    for how in ["deleted", "moved away"] {
+        if how == "deleted" {
+            fs::remove_file(pod.graveyard.join("sidecar")).unwrap();
+        } else {
+            fs::rename(pod.graveyard.join("sidecar"), pod.path("sidecar.moved")).unwrap();
+        }
+        assert!(
+            wait_until(TIMEOUT, || has(&pod.tombstone("sidecar"), "Born")),
+            "{how}: the sidecar's tombstone was not put back:\n{}",
+            sidecar.logs()
+        );
+    }
+    assert!(sidecar.is_running(), "{}", sidecar.logs());
+    fs::write(pod.path("fifo"), "go\n").unwrap();
+    assert_eq!(main.wait(), 0, "{}", main.logs());
+    assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
+}
+
 /// A graveyard removed or emptied under a running sidecar is noticed at once, not at the
 /// next death: the sidecar puts its lock and record back while main still runs, so peers
 /// that look now see it alive. (The directory's own IN_DELETE_SELF never comes while a
