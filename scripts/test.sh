@@ -110,8 +110,9 @@ setup() {
 
 need_go() {
   need go || { echo "Go >= 1.24 is needed to build the test control plane (testenv/go.mod)" >&2; exit 1; }
-  # kubectl: the machine's, else one built from the same Kubernetes release
-  need kubectl || PATH="$(scripts/testenv.sh kubectl-dir):$PATH"
+  # kubectl: the machine's, else the one built from the same Kubernetes release with the
+  # control plane (start_go_builds; the stages' services wait for that build)
+  need kubectl || PATH="$(scripts/testenv.sh kubectl-dir --no-build):$PATH"
 }
 
 # ---- background builds ----------------------------------------------------------------
@@ -147,15 +148,17 @@ wait_bg() {
 # release profile's LTO keeps one core busy for minutes at a time and leaves the other
 # idle; one after the other, the two took over half of a cold run.
 start_go_builds() {
-  local plane=(kube-apiserver kube-controller-manager etcd)
+  # (kubectl too: the machine's may be missing or of another release, and bench/scale.sh
+  # and e2e/quickstart.py use this one; in the same go build it shares most packages)
+  local plane=(kube-apiserver kube-controller-manager etcd kubectl)
   [ "$1" = node ] && plane+=(kubelet kube-scheduler)   # (one go build: see testenv.sh)
   # shellcheck disable=SC2016  # (expanded by the inner shell)
-  # (vegeta: bench/webhook.sh's load generator, 13 min cold on this loaded machine; the Go
-  # floor, a peer, only if built before)
   bg go-builds 0 bash -c 'set -e; scripts/tools.sh helm; scripts/tools.sh actionlint
-    scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook
-    SEXTON_BENCH_PEERS=if-built bench/webhook.sh --tools' _ "${plane[@]}"
+    scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook' _ "${plane[@]}"
 }
+# The webhook benchmark's load generator (vegeta; the Go floor, a peer, only if built before):
+# needed from the bench stage on, so at priority 10.
+start_bench_tools() { bg bench-tools 10 env SEXTON_BENCH_PEERS=if-built bench/webhook.sh --tools; }
 
 # The release step's tools (cosign, cargo-cyclonedx, krew: ~13 minutes of builds when not
 # cached) are built ahead, in the background at the lowest priority: the tests leave a core
@@ -168,14 +171,18 @@ start_go_builds() {
 start_book_tools() { bg book-tools 10 scripts/tools.sh mdbook; }
 
 # The desktop plugin (scripts/desktop.sh): its tools (Wine from apt, zig and cargo-zigbuild
-# from PyPI, rustup's three targets: mostly downloads), then its three builds (~825 CPU-s
-# each, measured: scripts/desktop.sh), from the start of the run at the lowest priority: they
-# take the CPU the stages leave idle (the tests and the node's scenarios mostly wait), and are
+# from PyPI, rustup's three targets: mostly downloads) at the foreground's priority, so that
+# they are done within minutes and no apt-get of a later stage waits for dpkg's lock behind a
+# starved one (a cold run here took 18 minutes for the PyPI install alone at priority 19), then
+# its builds (~370 CPU-s each, measured: scripts/desktop.sh) at the lowest priority: they take
+# the CPU the stages leave idle (the tests and the node's scenarios mostly wait), and are
 # checked after the end-to-end stage. Started after images.sh's tools, so that two apt-gets
-# never run at once.
+# never run at once (each also waits for dpkg's lock: -o DPkg::Lock::Timeout).
 start_desktop() {
   # shellcheck disable=SC2016  # (expanded by the inner shell)
-  bg desktop 19 bash -c 'scripts/desktop.sh tools && scripts/desktop.sh build'
+  bg desktop 0 bash -c 'scripts/desktop.sh tools || exit
+    echo 19 2>/dev/null >/proc/self/autogroup || true
+    exec nice -n 19 scripts/desktop.sh build'
 }
 desktop() { wait_bg desktop; scripts/desktop.sh check; }
 
@@ -195,7 +202,18 @@ services() {
   scripts/testenv.sh status >/dev/null 2>&1 || STOP_TESTENV=1
   scripts/registry.sh status >/dev/null 2>&1 || STOP_REGISTRY=1
   scripts/testenv.sh up
+  wait_bg registry
   scripts/registry.sh up
+}
+# The test registries (scripts/registry.sh: Debian's docker-registry, test images pushed
+# with skopeo) need nothing the run builds. A full run starts them first, in the background
+# at the foreground's priority: started after the workspace build, beside every background
+# build, they took about 3 minutes to come up (two cold runs, 2026-11-27), on the way to the
+# tests. (Its daemons are sessions of their own: the EXIT trap's kill of the background
+# jobs spares them, and `registry.sh down` stops them.)
+start_registry() {
+  scripts/registry.sh status >/dev/null 2>&1 || STOP_REGISTRY=1
+  bg registry 0 scripts/registry.sh up
 }
 
 # shellcheck disable=SC2154  # rc is assigned by the trap itself
@@ -362,6 +380,7 @@ bench_quick() {
 # The admission webhook (no cluster): the workspace's kubectl-sexton; never waits for other
 # builds (the in-pod LTO builds run beside it in a full run).
 bench_webhook() {
+  wait_bg bench-tools
   bench_quick webhook 7 bench/webhook.sh --quick --bin target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton \
     --max-wait 0 --max-wait-total 0
 }
@@ -425,7 +444,7 @@ case $MODE in
         services; e2e_stage ;;
       desktop) scripts/images.sh tools; start_desktop   # (their apt-gets one after the other)
         timed images scripts/images.sh cluster; timed desktop desktop ;;
-      bench) need_go; start_go_builds no-node; timed images images; timed build build
+      bench) need_go; start_go_builds no-node; start_bench_tools; timed images images; timed build build
         timed go-builds wait_bg go-builds
         timed bench-webhook bench_webhook; timed bench-hostile bench_hostile; timed bench-scale bench_scale
         timed bench-run bench_run
@@ -451,12 +470,14 @@ case $MODE in
     setup
     need_go
     # The desktop plugin for Windows alone (built, run under Wine, archived, installed by
-    # krew): the two macOS builds, ~1 650 CPU-s more, do not fit the cold run's 35 minutes
+    # krew): the two macOS builds, ~740 CPU-s more, do not fit the cold run's 35 minutes
     # on 2 cores (`--stage desktop` builds and checks all three, as the release does).
     export SEXTON_DESKTOP_PLATFORMS=windows-amd64
     scripts/images.sh tools      # (once, before two images.sh run at the same time)
+    start_registry
     start_desktop
     start_go_builds node
+    start_bench_tools
     start_book_tools
     start_release_tools
     bg in-pod 10 scripts/images.sh in-pod

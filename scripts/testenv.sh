@@ -12,6 +12,8 @@
 #   scripts/testenv.sh status  say whether it is up
 #   scripts/testenv.sh restart-apiserver   restart the API server alone (etcd data kept)
 #   scripts/testenv.sh kubectl-dir         build kubectl (same release) if needed, print its directory
+#                                          (`build kube-apiserver ... kubectl` builds it with the
+#                                          others: one go build, the packages they share compiled once)
 #   scripts/testenv.sh old-webhook         build the old-style admission webhook of the webhook
 #                                          tests (testenv/old-webhook) if needed, print its path
 #
@@ -70,12 +72,16 @@ build() {
   log "built in $((SECONDS - start))s"
 }
 
+# The machine's kubectl, else the one of the same release built here (`build kubectl`).
+need_kubectl() { command -v kubectl >/dev/null; }
+kubectl_path() { command -v kubectl || echo "$CACHE/kubectl"; }
+
 ready() {
-  [ -f "$KUBECONFIG_FILE" ] && KUBECONFIG="$KUBECONFIG_FILE" kubectl get --raw /readyz >/dev/null 2>&1
+  [ -f "$KUBECONFIG_FILE" ] && KUBECONFIG="$KUBECONFIG_FILE" "$(kubectl_path)" get --raw /readyz >/dev/null 2>&1
 }
 
 default_sa_exists() {
-  KUBECONFIG="$KUBECONFIG_FILE" kubectl -n default get serviceaccount default -o name >/dev/null 2>&1
+  KUBECONFIG="$KUBECONFIG_FILE" "$(kubectl_path)" -n default get serviceaccount default -o name >/dev/null 2>&1
 }
 
 certs() {
@@ -101,7 +107,9 @@ up() {
     log "already up (KUBECONFIG=$KUBECONFIG_FILE)"
     return 0
   fi
-  build
+  local bins=(kube-apiserver kube-controller-manager etcd)
+  need_kubectl || bins+=(kubectl)   # (ready() asks with it)
+  build "${bins[@]}"
   # Leftovers of a half-started run are ours to clean; a foreign listener is not.
   down_quiet
   ports_free "set SEXTON_API_PORT / SEXTON_ETCD_PORT" "$API_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT"
@@ -176,13 +184,9 @@ case "${1:-}" in
   status) if alive kube-apiserver && ready; then echo "up"; else echo "down"; exit 1; fi ;;
   restart-apiserver) restart_apiserver ;;
   kubectl-dir)
-    if [ ! -x "$CACHE/kubectl" ]; then
-      mkdir -p "$CACHE"
-      (cd "$ROOT/testenv" && GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0 \
-        go build -trimpath -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitVersion=$K8S_VERSION" \
-        -o "$CACHE/.kubectl.tmp" k8s.io/kubernetes/cmd/kubectl) >&2
-      mv "$CACHE/.kubectl.tmp" "$CACHE/kubectl"
-    fi
+    # (`kubectl-dir --no-build`: the directory only, for a PATH set before a background
+    # `build ... kubectl` has made it, as scripts/test.sh does)
+    [ "${2:-}" = --no-build ] || build kubectl
     echo "$CACHE" ;;
   old-webhook)
     # cached by the contents of its recipe, so an edit rebuilds it
