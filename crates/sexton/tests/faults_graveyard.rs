@@ -710,16 +710,13 @@ fn graveyard_removed_while_running() {
     }
 }
 
-/// A sidecar's own tombstone deleted while its lock stays (what a sweep through the
-/// graveyard does when it reaches the tombstone after the sidecar put both back) is put
-/// back at once, so that peers looking now see the sidecar born. Before the directory's
-/// watch reported the own record's deletion, nothing noticed it while main ran.
-#[test]
-fn own_tombstone_deleted_alone_is_put_back_at_once() {
-    let pod = Pod::new("ownrecord");
+/// `main`, which exits with `code` once `$POD/fifo` is written, and a sidecar with main as
+/// its death dependency, both born and the sidecar's child started.
+fn main_on_fifo_and_sidecar(pod: &Pod, code: u8) -> (Container, Container) {
     pod.fifo("fifo");
-    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 0"]);
-    let mut sidecar = pod.container(
+    let script = format!("read x < \"$POD/fifo\"; exit {code}");
+    let main = pod.container("main", &[], &["sh", "-c", &script]);
+    let sidecar = pod.container(
         "sidecar",
         &[("KUBEXIT_DEATH_DEPS", "main")],
         &["sh", "-c", &term_recorder("term", 0)],
@@ -727,6 +724,17 @@ fn own_tombstone_deleted_alone_is_put_back_at_once() {
     pod.wait_born("main");
     pod.wait_born("sidecar");
     pod.wait_file("term.started");
+    (main, sidecar)
+}
+
+/// A sidecar's own tombstone deleted while its lock stays (what a sweep through the
+/// graveyard does when it reaches the tombstone after the sidecar put both back) is put
+/// back at once, so that peers looking now see the sidecar born. Before the directory's
+/// watch reported the own record's deletion, nothing noticed it while main ran.
+#[test]
+fn own_tombstone_deleted_alone_is_put_back_at_once() {
+    let pod = Pod::new("ownrecord");
+    let (mut main, mut sidecar) = main_on_fifo_and_sidecar(&pod, 0);
     for how in ["deleted", "moved away"] {
         if how == "deleted" {
             fs::remove_file(pod.graveyard.join("sidecar")).unwrap();
@@ -755,16 +763,7 @@ fn own_tombstone_deleted_alone_is_put_back_at_once() {
 fn removed_or_emptied_graveyard_is_restored_at_once() {
     for how in ["removed", "emptied"] {
         let pod = Pod::new("restore");
-        pod.fifo("fifo");
-        let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 3"]);
-        let mut sidecar = pod.container(
-            "sidecar",
-            &[("KUBEXIT_DEATH_DEPS", "main")],
-            &["sh", "-c", &term_recorder("term", 0)],
-        );
-        pod.wait_born("main");
-        pod.wait_born("sidecar");
-        pod.wait_file("term.started");
+        let (mut main, mut sidecar) = main_on_fifo_and_sidecar(&pod, 3);
 
         if how == "removed" {
             remove_while_recreated(&pod.graveyard);
