@@ -236,16 +236,7 @@ fn full_graveyard_refuses_to_start_the_child() {
 fn graveyard_filled_after_start_still_records_the_death() {
     let pod = Pod::new("fill-later");
     let _mnt = Tmpfs::mount(&pod.graveyard);
-    pod.fifo("fifo");
-    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 5"]);
-    let mut sidecar = pod.container(
-        "sidecar",
-        &[("KUBEXIT_DEATH_DEPS", "main")],
-        &["sh", "-c", &term_recorder("term", 0)],
-    );
-    pod.wait_born("main");
-    pod.wait_born("sidecar");
-    pod.wait_file("term.started");
+    let (mut main, mut sidecar) = main_on_fifo_and_sidecar(&pod, 5);
 
     fill_blocks(&pod.graveyard);
     fill_inodes(&pod.graveyard);
