@@ -141,10 +141,11 @@ impl OwnRecord {
         }
     }
 
-    /// Records `Born` in a fresh record (complete and visible before the child starts): a restarted container replaces its old
-    /// tombstone. The child must not be started if this fails. `Ready` comes after the
-    /// child was started (`record_ready`): a peer waiting for it must never see a
-    /// container ready whose command then turns out not to exist.
+    /// Records `Born` in a fresh record (complete and visible before the child starts): a
+    /// restarted container replaces its old tombstone. The child must not be started if
+    /// this fails. `Ready` comes after the child was started (`record_ready`): a peer
+    /// waiting for it must never see a container ready whose command then turns out not
+    /// to exist.
     pub fn record_birth(&mut self) -> io::Result<()> {
         self.tombstone = Tombstone {
             born: Some(Utc::now()),
@@ -218,11 +219,13 @@ impl OwnRecord {
         }
     }
 
-    /// Whether this container's record is at its path, once it has one (a regular file:
-    /// what it says is the peers' to judge).
+    /// Whether something is at this container's record's path, once it has one: only a
+    /// record deleted or moved away is put back. Whatever a peer put there instead is the
+    /// peers' to judge, and a directory there could not be replaced: a check of the file's
+    /// type would make every poll try again, and fail again.
     pub fn record_in_place(&self) -> bool {
         self.tombstone == Tombstone::default()
-            || std::fs::symlink_metadata(self.dir.join(&self.name)).is_ok_and(|m| m.is_file())
+            || std::fs::symlink_metadata(self.dir.join(&self.name)).is_ok()
     }
 
     /// After the graveyard was removed: re-creates it and puts back what peers rely on,
