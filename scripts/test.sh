@@ -126,13 +126,26 @@ declare -A BG=()
 # that shares the CPU equally with the foreground's whatever its processes' niceness: the
 # group's niceness is set as well (/proc/self/autogroup), or a background build at 19 would
 # take as much CPU as the tests it should yield to.
+# Each job's CPU time (user + system, its children's included: bash's `times`) goes to
+# $TMPDIR/sexton-test-NAME.cpu, and the end of the run sums them up: a cold run is CPU-bound,
+# so the CPU-seconds say where its minutes go.
 bg() {
   local name=$1 n=$2; shift 2
+  rm -f "${TMPDIR:-/tmp}/sexton-test-$name.cpu"
   # shellcheck disable=SC2016  # (expanded by the inner shell)
-  setsid bash -c 'echo "$0" 2>/dev/null >/proc/self/autogroup || true; exec nice -n "$0" "$@"' "$n" "$@" \
+  setsid bash -c 'n=$1 name=$2; shift 2; echo "$n" 2>/dev/null >/proc/self/autogroup || true
+    nice -n "$n" "$@"; rc=$?
+    times >"${TMPDIR:-/tmp}/sexton-test-$name.cpu"; exit $rc' bg "$n" "$name" "$@" \
     >"${TMPDIR:-/tmp}/sexton-test-$name.log" 2>&1 </dev/null &
-  BG[$name]=$!
+  BG[$name]=$! BG_NAMES="$BG_NAMES $name"
 }
+# cpu_of NAME: the CPU-seconds of background job NAME, once it has ended ("?" before).
+cpu_of() {
+  local t; t=$(tail -1 "${TMPDIR:-/tmp}/sexton-test-$1.cpu" 2>/dev/null) || { echo "?"; return; }
+  # (`times`' second line, its children's: "1m2.500s 0m3.250s", user and system)
+  python3 -c 'import re,sys; print(round(sum(int(m)*60+float(s) for m,s in re.findall(r"(\d+)m([\d.]+)s", sys.argv[1]))))' "$t"
+}
+BG_NAMES=""
 wait_bg() {
   [ -n "${BG[$1]:-}" ] || return 0
   wait "${BG[$1]}" && { unset "BG[$1]"; return 0; }
@@ -500,3 +513,8 @@ case $MODE in
     timed release release ;;
 esac
 echo "test.sh: minutes per step:${TIMES}"
+if [ -n "$BG_NAMES" ]; then
+  cpu=""; for name in $BG_NAMES; do cpu="$cpu $name $(cpu_of "$name")"; done
+  times >"${TMPDIR:-/tmp}/sexton-test-all.cpu"   # (not in a subshell: its children are not ours)
+  echo "test.sh: CPU-seconds per background job:$cpu; of the whole run, daemons aside: $(cpu_of all)"
+fi
