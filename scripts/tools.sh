@@ -133,7 +133,8 @@ case "${1:-}" in
   mdbook)
     # Without default features: no `serve` (tokio, axum) and no `watch` (notify), which the
     # build of docs/ does not use, and no search index (a page per concern needs none).
-    cargo_tool mdbook "$MDBOOK_VERSION" --no-default-features ;;
+    # --debug, as cargo-cyclonedx: unoptimised it still builds docs/ in about a second.
+    cargo_tool mdbook "$MDBOOK_VERSION" --no-default-features --debug ;;
   cargo-zigbuild)
     # (zig, from the ziglang wheel, is found by cargo-zigbuild as `python3 -m ziglang`: the
     # environment's bin/ must come first on the PATH, as scripts/desktop.sh puts it)
