@@ -11,6 +11,7 @@ E2E_STATE="${SEXTON_E2E_STATE:-/tmp/sexton-e2e}"
 API_PORT="${SEXTON_API_PORT:-16443}"
 # The Kubernetes release pinned in testenv/go.mod, and the binaries built from it.
 K8S_VERSION="$(sed -nE 's/^(require)?[[:space:]]*k8s\.io\/kubernetes (v[0-9.]+).*/\2/p' "$ROOT/testenv/go.mod" | head -1)"
+HELM_VERSION="$(sed -nE 's/^(require)?[[:space:]]*helm\.sh\/helm\/v4 (v[0-9.]+).*/\2/p' "$ROOT/testenv/go.mod" | head -1)"
 CACHE_ROOT="${SEXTON_TESTENV_CACHE:-$HOME/.cache/sexton-testenv}"
 # shellcheck disable=SC2034
 CACHE="$CACHE_ROOT/$K8S_VERSION"

@@ -14,6 +14,9 @@
 #   scripts/testenv.sh kubectl-dir         build kubectl (same release) if needed, print its directory
 #                                          (`build kube-apiserver ... kubectl` builds it with the
 #                                          others: one go build, the packages they share compiled once)
+#   scripts/testenv.sh helm [--cached]     build helm (testenv/go.mod's version) if needed, print
+#                                          its path (`build ... helm`: with the others, in one go
+#                                          build; --cached: exit 1 if it is not built)
 #   scripts/testenv.sh old-webhook         build the old-style admission webhook of the webhook
 #                                          tests (testenv/old-webhook) if needed, print its path
 #
@@ -34,8 +37,10 @@ PROFILING="${SEXTON_TESTENV_PROFILING:-false}"
 case "$PROFILING" in true|false) ;; *) die "SEXTON_TESTENV_PROFILING must be true or false, not '$PROFILING'" ;; esac
 
 build() {
-  local bins=(kube-apiserver kube-controller-manager etcd) missing=()
+  local bins=(kube-apiserver kube-controller-manager etcd) missing=() b
   [ $# -gt 0 ] && bins=("$@")
+  # (helm's file names its version, which testenv/go.mod may change without Kubernetes')
+  for b in "${!bins[@]}"; do [ "${bins[$b]}" != helm ] || bins[b]="helm-$HELM_VERSION"; done
   for b in "${bins[@]}"; do [ -x "$CACHE/$b" ] || missing+=("$b"); done
   [ ${#missing[@]} -eq 0 ] && return 0
   command -v go >/dev/null || die "go is needed to build ${missing[*]} (Go >= 1.24)"
@@ -47,9 +52,12 @@ build() {
   ld+=" -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor"
   ld+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
   local start=$SECONDS pkgs=() b
+  # helm's version variable (without it, `helm version` says v4 "unreleased")
+  ld+=" -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
   for b in "${missing[@]}"; do
     case "$b" in
       etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
+      "helm-$HELM_VERSION") pkgs+=(helm.sh/helm/v4/cmd/helm) ;;
       *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
     esac
   done
@@ -65,6 +73,7 @@ build() {
   for b in "${missing[@]}"; do
     case "$b" in
       etcd) mv "$CACHE/.build/server" "$CACHE/etcd" ;;
+      "helm-$HELM_VERSION") mv "$CACHE/.build/helm" "$CACHE/$b" ;;
       *) mv "$CACHE/.build/$b" "$CACHE/$b" ;;
     esac
   done
@@ -188,6 +197,9 @@ case "${1:-}" in
     # `build ... kubectl` has made it, as scripts/test.sh does)
     [ "${2:-}" = --no-build ] || build kubectl
     echo "$CACHE" ;;
+  helm)
+    if [ "${2:-}" = --cached ]; then [ -x "$CACHE/helm-$HELM_VERSION" ] || exit 1; else build helm; fi
+    echo "$CACHE/helm-$HELM_VERSION" ;;
   old-webhook)
     # cached by the contents of its recipe, so an edit rebuilds it
     key=$(cat "$ROOT/testenv/old-webhook/main.go" "$ROOT/testenv/old-webhook/go.mod" | sha256sum | cut -c1-12)
@@ -199,5 +211,5 @@ case "${1:-}" in
       mv "$bin.tmp" "$bin"
     fi
     echo "$bin" ;;
-  *) echo "usage: $0 up|down|env|build|status|restart-apiserver|kubectl-dir|old-webhook" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|build|status|restart-apiserver|kubectl-dir|helm|old-webhook" >&2; exit 2 ;;
 esac

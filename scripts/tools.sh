@@ -25,7 +25,6 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 LIB_NAME=tools
 
-HELM_VERSION=v4.3.1
 ACTIONLINT_VERSION=v1.7.12
 COSIGN_VERSION=v3.1.3
 CYCLONEDX_VERSION=0.5.9
@@ -113,9 +112,12 @@ pip_build() { # DIR PACKAGE==VERSION...
 CACHED_ONLY=0; [ "${2:-}" != --cached ] || CACHED_ONLY=1
 case "${1:-}" in
   helm)
-    # (helm prints this version; without it, `helm version` says v4 "unreleased")
-    go_tool helm "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" \
-      "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
+    # Built with the test control plane, from testenv/go.mod (whose version it is: lib.sh's
+    # HELM_VERSION): helm v4.0 is built on Kubernetes 1.34's client libraries, as the plane
+    # is, so one go build compiles the ~600 packages they share once (client-go, api,
+    # apimachinery, kubectl, kustomize) instead of twice. Later helm 4 releases moved to
+    # newer Kubernetes libraries, which the plane's 1.34 cannot share.
+    exec "$(dirname "$0")/testenv.sh" helm ${2:+"$2"} ;;
   actionlint)
     go_tool actionlint "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION" \
       "-X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION" ;;

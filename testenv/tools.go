@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package testenv pins the control-plane commands built by scripts/testenv.sh.
+// Package testenv pins the commands built by scripts/testenv.sh: the control plane and helm.
 package testenv
 
 import (
@@ -10,4 +10,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "helm.sh/helm/v4/cmd/helm"
 )
