@@ -52,8 +52,15 @@ build() {
   ld+=" -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor"
   ld+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
   local start=$SECONDS pkgs=() b
-  # helm's version variable (without it, `helm version` says v4 "unreleased")
+  # helm's version, and the Kubernetes version of its client libraries, which helm's
+  # Makefile sets the same way (without them, `helm version` says v4 "unreleased" and
+  # `helm template` assumes Kubernetes 1.20, which the chart's kubeVersion refuses)
   ld+=" -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
+  local p
+  for p in pkg/chart/v2/lint/rules.k8sVersion pkg/internal/v3/lint/rules.k8sVersion \
+    pkg/chart/common.k8sVersion internal/version.kubeClientVersion; do
+    ld+=" -X helm.sh/helm/v4/${p}Major=$major -X helm.sh/helm/v4/${p}Minor=$minor"
+  done
   for b in "${missing[@]}"; do
     case "$b" in
       etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
