@@ -376,10 +376,11 @@ e2e_stage() { timed e2e e2e; timed bench-node bench_node; }
 # floor 25, both on this loaded 2-core machine; OpenKruise's manager ~7 quiet). The webhook's
 # load generator (vegeta) is built from its Go module when missing. A failed one is rerun
 # alone with its command.
-# Wall time measured on this 2-core machine while loaded (load 20-36, nice 10), so upper
-# bounds: bench/run.sh --quick's harness 145 s with kubexit, 118 s with the stand-in;
-# bench/webhook.sh --quick 469 s (its windows are 68 s: the rest was waiting for CPU);
-# bench/ships.py under 1 s. scale.sh --quick and the real node's two were not timed yet.
+# Wall time in a cold run on the 2-core machine kind (2026-11-27, in the background beside
+# the e2e stage, without kubexit): bench/webhook.sh --quick 68 s, webhook-hostile.sh 30 s,
+# scale.sh --quick 119 s, run.sh --quick 95 s; the node's two (completion, deletion) 74 s;
+# bench/ships.py under 1 s. Loaded (load 20-36, nice 10), run.sh --quick's harness took
+# 145 s with kubexit and webhook.sh --quick 469 s (its windows are 68 s).
 # bench_quick NAME TABLES CMD...: runs CMD, then checks target/bench/NAME.md.
 bench_quick() {
   local name=$1 tables=$2; shift 2
