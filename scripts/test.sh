@@ -244,7 +244,7 @@ forbidden() { # package, regex of crates it must not depend on
   local found
   found=$(cargo tree -p "$1" -e normal --prefix none | sed 's/ .*//' | grep -E "^($2)\$" | sort -u || true)
   if [ -n "$found" ]; then
-    echo "$1 depends on $(echo $found): see docs/architecture.md" >&2; exit 1
+    echo "$1 depends on ${found//$'\n'/ }: see docs/architecture.md" >&2; exit 1
   fi
 }
 layers() {
@@ -421,6 +421,7 @@ bench_ships() { bench_quick ships 2 python3 bench/ships.py --no-update; }
 # wait. The arm64 stage, whose emulated waits are the most sensitive to load, runs after.
 start_benches() {
   export -f bench_quick bench_webhook bench_hostile bench_scale bench_run
+  # shellcheck disable=SC2016  # (expanded by the inner shell)
   bg benches 0 bash -c 'set -e; for b in webhook hostile scale run; do
     t0=$SECONDS; "bench_$b"; echo "test.sh: bench-$b took $((SECONDS - t0)) s"; done'
 }
