@@ -54,7 +54,15 @@ pub struct Supervisor {
     poster: Poster,
     events: mpsc::Receiver<Event>,
     probe_stop: Arc<AtomicBool>,
+    /// When the graveyard's loss was last said, and how many losses since went unsaid. One
+    /// that cannot be put right (a foreign file at this container's lock path) is found
+    /// again at every poll: said once a minute, not every second for the pod's life.
+    loss_said: Option<Instant>,
+    losses_unsaid: u32,
 }
+
+/// How often a graveyard lost again and again is said (`graveyard_gone`).
+const LOSS_SAID_EVERY: Duration = Duration::from_secs(60);
 
 /// Sets up the graveyard and its watch, then supervises until the container is to end.
 /// Returns the exit code. `signals` were blocked before any thread existed (threads
@@ -92,6 +100,8 @@ pub fn run(cfg: Config, signals: Signals) -> Result<i32, SetupError> {
         poster,
         events,
         probe_stop: Arc::new(AtomicBool::new(false)),
+        loss_said: None,
+        losses_unsaid: 0,
     };
     sup.start_api_watch()?;
     Ok(sup.run_loop())
@@ -443,15 +453,31 @@ impl Supervisor {
     /// dependency seen dead stays dead (the core's rule), so wiping its tombstone changes
     /// nothing.
     fn graveyard_gone(&mut self, now: Instant) -> Vec<Action> {
-        warn!(
-            "the graveyard {} was removed, replaced or emptied; re-creating it and putting this container's lock and record back",
-            self.cfg.graveyard.display()
-        );
-        if let Err(e) = self.record.restore() {
-            error!(
-                "cannot re-create the graveyard {}: {e}; peers cannot see this container until it is back",
+        let say = self
+            .loss_said
+            .is_none_or(|t| now.duration_since(t) >= LOSS_SAID_EVERY);
+        if say {
+            let again = std::mem::take(&mut self.losses_unsaid);
+            let again = match again {
+                0 => String::new(),
+                n => format!(" (again: {n} times since this was last said)"),
+            };
+            warn!(
+                "the graveyard {} was removed, replaced or emptied{again}; re-creating it and putting this container's lock and record back",
                 self.cfg.graveyard.display()
             );
+            self.loss_said = Some(now);
+        } else {
+            self.losses_unsaid += 1;
+            debug!("the graveyard was lost again; re-creating it");
+        }
+        if let Err(e) = self.record.restore() {
+            if say {
+                error!(
+                    "cannot re-create the graveyard {}: {e}; peers cannot see this container until it is back",
+                    self.cfg.graveyard.display()
+                );
+            }
         }
         if let Some(w) = &mut self.watcher {
             if let Err(e) = w.rewatch() {

@@ -744,6 +744,56 @@ fn own_tombstone_deleted_alone_is_put_back_at_once() {
     assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
 }
 
+/// A graveyard that cannot be put right (a foreign file at the sidecar's lock path, which
+/// it does not replace) is found lost at every poll: said once, then once a minute, not at
+/// every poll for the pod's life (here every 50 ms: before, a warning each time). Once the
+/// file is gone, the lock is put back and main's death is seen as usual.
+#[test]
+fn graveyard_lost_at_every_poll_is_said_once_a_minute() {
+    let pod = Pod::new("losses");
+    pod.fifo("fifo");
+    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 3"]);
+    let mut sidecar = pod.container(
+        "sidecar",
+        &[
+            ("KUBEXIT_DEATH_DEPS", "main"),
+            ("KUBEXIT_WATCH", "poll"),
+            ("KUBEXIT_POLL_INTERVAL", "50ms"),
+            ("KUBEXIT_LOG_LEVEL", "debug"),
+        ],
+        &["sh", "-c", &term_recorder("term", 0)],
+    );
+    pod.wait_born("main");
+    pod.wait_born("sidecar");
+    pod.wait_file("term.started");
+    let lock = pod.graveyard.join(".sidecar.lock");
+    fs::remove_file(&lock).unwrap();
+    fs::write(&lock, "not a lock of sexton's").unwrap();
+    let (said, again) = (
+        "was removed, replaced or emptied",
+        "the graveyard was lost again",
+    );
+    assert!(
+        wait_until(TIMEOUT, || {
+            let logs = sidecar.logs();
+            count(&logs, said) + count(&logs, again) >= 10
+        }),
+        "the sidecar did not find its graveyard lost at each poll:\n{}",
+        sidecar.logs()
+    );
+    assert_eq!(count(&sidecar.logs(), said), 1, "{}", sidecar.logs());
+    fs::remove_file(&lock).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || fs::metadata(&lock).is_ok_and(|m| m.len() == 0)),
+        "the sidecar's lock was not put back:\n{}",
+        sidecar.logs()
+    );
+    assert!(sidecar.is_running(), "{}", sidecar.logs());
+    fs::write(pod.path("fifo"), "go\n").unwrap();
+    assert_eq!(main.wait(), 3, "{}", main.logs());
+    assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
+}
+
 /// A graveyard removed or emptied under a running sidecar is noticed at once, not at the
 /// next death: the sidecar puts its lock and record back while main still runs, so peers
 /// that look now see it alive. (The directory's own IN_DELETE_SELF never comes while a
