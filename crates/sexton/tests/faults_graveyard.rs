@@ -658,20 +658,11 @@ fn huge_file_at_tombstone_path_is_not_read_whole() {
 fn graveyard_removed_while_running() {
     for watch in ["auto", "poll"] {
         let pod = Pod::new("rmrf");
-        pod.fifo("fifo");
-        let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 3"]);
-        let mut sidecar = pod.container(
-            "sidecar",
-            &[
-                ("KUBEXIT_DEATH_DEPS", "main"),
-                ("KUBEXIT_WATCH", watch),
-                ("KUBEXIT_POLL_INTERVAL", "100ms"),
-            ],
-            &["sh", "-c", &term_recorder("term", 0)],
+        let (mut main, mut sidecar) = main_on_fifo_and_sidecar_with(
+            &pod,
+            3,
+            &[("KUBEXIT_WATCH", watch), ("KUBEXIT_POLL_INTERVAL", "100ms")],
         );
-        pod.wait_born("main");
-        pod.wait_born("sidecar");
-        pod.wait_file("term.started");
 
         remove_while_recreated(&pod.graveyard);
         fs::write(pod.path("fifo"), "go\n").unwrap();
@@ -704,14 +695,20 @@ fn graveyard_removed_while_running() {
 /// `main`, which exits with `code` once `$POD/fifo` is written, and a sidecar with main as
 /// its death dependency, both born and the sidecar's child started.
 fn main_on_fifo_and_sidecar(pod: &Pod, code: u8) -> (Container, Container) {
+    main_on_fifo_and_sidecar_with(pod, code, &[])
+}
+
+/// The same, with more settings for the sidecar.
+fn main_on_fifo_and_sidecar_with(
+    pod: &Pod,
+    code: u8,
+    sidecar_env: &[(&str, &str)],
+) -> (Container, Container) {
     pod.fifo("fifo");
     let script = format!("read x < \"$POD/fifo\"; exit {code}");
     let main = pod.container("main", &[], &["sh", "-c", &script]);
-    let sidecar = pod.container(
-        "sidecar",
-        &[("KUBEXIT_DEATH_DEPS", "main")],
-        &["sh", "-c", &term_recorder("term", 0)],
-    );
+    let env = [&[("KUBEXIT_DEATH_DEPS", "main")], sidecar_env].concat();
+    let sidecar = pod.container("sidecar", &env, &["sh", "-c", &term_recorder("term", 0)]);
     pod.wait_born("main");
     pod.wait_born("sidecar");
     pod.wait_file("term.started");
@@ -751,21 +748,15 @@ fn own_tombstone_deleted_alone_is_put_back_at_once() {
 #[test]
 fn graveyard_lost_at_every_poll_is_said_once_a_minute() {
     let pod = Pod::new("losses");
-    pod.fifo("fifo");
-    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\"; exit 3"]);
-    let mut sidecar = pod.container(
-        "sidecar",
+    let (mut main, mut sidecar) = main_on_fifo_and_sidecar_with(
+        &pod,
+        3,
         &[
-            ("KUBEXIT_DEATH_DEPS", "main"),
             ("KUBEXIT_WATCH", "poll"),
             ("KUBEXIT_POLL_INTERVAL", "50ms"),
             ("KUBEXIT_LOG_LEVEL", "debug"),
         ],
-        &["sh", "-c", &term_recorder("term", 0)],
     );
-    pod.wait_born("main");
-    pod.wait_born("sidecar");
-    pod.wait_file("term.started");
     let lock = pod.graveyard.join(".sidecar.lock");
     fs::remove_file(&lock).unwrap();
     fs::write(&lock, "not a lock of sexton's").unwrap();
