@@ -498,8 +498,9 @@ case $MODE in
     # background, at a priority that lets what is needed next go first, so that the
     # stages that mostly wait (the tests, the node's scenarios, the release's pushes) leave
     # no core idle. The Go builds at the priority of the foreground (the control plane is
-    # needed as soon as the workspace is built), the in-pod LTO builds (needed from the
-    # arm64 stage on) at 10, the release tools (needed last) at 19.
+    # needed as soon as the workspace is built), the in-pod LTO builds (needed for the
+    # images after the tests) at 10, the release tools (needed last) at 19; a job waited
+    # for is raised to the foreground's priority (wait_bg).
     setup
     need_go
     # The desktop plugin for Windows alone (built, run under Wine, archived, installed by
