@@ -36,11 +36,13 @@ KUBECONFIG_FILE="$STATE/admin.kubeconfig"
 PROFILING="${SEXTON_TESTENV_PROFILING:-false}"
 case "$PROFILING" in true|false) ;; *) die "SEXTON_TESTENV_PROFILING must be true or false, not '$PROFILING'" ;; esac
 
+# helm's file in $CACHE names its version, which testenv/go.mod may change without Kubernetes'.
+HELM_BIN="helm-$HELM_VERSION"
+
 build() {
   local bins=(kube-apiserver kube-controller-manager etcd) missing=() b
   [ $# -gt 0 ] && bins=("$@")
-  # (helm's file names its version, which testenv/go.mod may change without Kubernetes')
-  for b in "${!bins[@]}"; do [ "${bins[$b]}" != helm ] || bins[b]="helm-$HELM_VERSION"; done
+  for b in "${!bins[@]}"; do [ "${bins[$b]}" != helm ] || bins[b]=$HELM_BIN; done
   for b in "${bins[@]}"; do [ -x "$CACHE/$b" ] || missing+=("$b"); done
   [ ${#missing[@]} -eq 0 ] && return 0
   command -v go >/dev/null || die "go is needed to build ${missing[*]} (Go >= 1.24)"
@@ -51,7 +53,7 @@ build() {
   ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
   ld+=" -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor"
   ld+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
-  local start=$SECONDS pkgs=() b
+  local start=$SECONDS pkgs=()
   # helm's version, and the Kubernetes version of its client libraries, which helm's
   # Makefile sets the same way (without them, `helm version` says v4 "unreleased" and
   # `helm template` assumes Kubernetes 1.20, which the chart's kubeVersion refuses)
@@ -64,7 +66,7 @@ build() {
   for b in "${missing[@]}"; do
     case "$b" in
       etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
-      "helm-$HELM_VERSION") pkgs+=(helm.sh/helm/v4/cmd/helm) ;;
+      "$HELM_BIN") pkgs+=(helm.sh/helm/v4/cmd/helm) ;;
       *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
     esac
   done
@@ -80,7 +82,7 @@ build() {
   for b in "${missing[@]}"; do
     case "$b" in
       etcd) mv "$CACHE/.build/server" "$CACHE/etcd" ;;
-      "helm-$HELM_VERSION") mv "$CACHE/.build/helm" "$CACHE/$b" ;;
+      "$HELM_BIN") mv "$CACHE/.build/helm" "$CACHE/$b" ;;
       *) mv "$CACHE/.build/$b" "$CACHE/$b" ;;
     esac
   done
@@ -205,8 +207,8 @@ case "${1:-}" in
     [ "${2:-}" = --no-build ] || build kubectl
     echo "$CACHE" ;;
   helm)
-    if [ "${2:-}" = --cached ]; then [ -x "$CACHE/helm-$HELM_VERSION" ] || exit 1; else build helm; fi
-    echo "$CACHE/helm-$HELM_VERSION" ;;
+    if [ "${2:-}" = --cached ]; then [ -x "$CACHE/$HELM_BIN" ] || exit 1; else build helm; fi
+    echo "$CACHE/$HELM_BIN" ;;
   old-webhook)
     # cached by the contents of its recipe, so an edit rebuilds it
     key=$(cat "$ROOT/testenv/old-webhook/main.go" "$ROOT/testenv/old-webhook/go.mod" | sha256sum | cut -c1-12)
