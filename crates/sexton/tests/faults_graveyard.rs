@@ -715,6 +715,20 @@ fn main_on_fifo_and_sidecar_with(
     (main, sidecar)
 }
 
+/// Lets main of `main_on_fifo_and_sidecar` end: it exits with `code`, and the sidecar then
+/// ends with 0 (its child stopped by TERM). `label` prefixes the failures' messages.
+fn main_ends_then_sidecar(
+    pod: &Pod,
+    main: &mut Container,
+    sidecar: &mut Container,
+    code: i32,
+    label: &str,
+) {
+    fs::write(pod.path("fifo"), "go\n").unwrap();
+    assert_eq!(main.wait(), code, "{label}: {}", main.logs());
+    assert_eq!(sidecar.wait(), 0, "{label}: {}", sidecar.logs());
+}
+
 /// A sidecar's own tombstone deleted while its lock stays (what a sweep through the
 /// graveyard does when it reaches the tombstone after the sidecar put both back) is put
 /// back at once, so that peers looking now see the sidecar born. Before the directory's
@@ -736,9 +750,7 @@ fn own_tombstone_deleted_alone_is_put_back_at_once() {
         );
     }
     assert!(sidecar.is_running(), "{}", sidecar.logs());
-    fs::write(pod.path("fifo"), "go\n").unwrap();
-    assert_eq!(main.wait(), 0, "{}", main.logs());
-    assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
+    main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 0, "");
 }
 
 /// A graveyard that cannot be put right (a foreign file at the sidecar's lock path, which
@@ -780,9 +792,7 @@ fn graveyard_lost_at_every_poll_is_said_once_a_minute() {
         sidecar.logs()
     );
     assert!(sidecar.is_running(), "{}", sidecar.logs());
-    fs::write(pod.path("fifo"), "go\n").unwrap();
-    assert_eq!(main.wait(), 3, "{}", main.logs());
-    assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
+    main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 3, "");
 }
 
 /// A graveyard removed or emptied under a running sidecar is noticed at once, not at the
@@ -819,9 +829,7 @@ fn removed_or_emptied_graveyard_is_restored_at_once() {
         sidecar.wait_log("re-creating it");
         assert!(sidecar.is_running(), "{how}: {}", sidecar.logs());
 
-        fs::write(pod.path("fifo"), "go\n").unwrap();
-        assert_eq!(main.wait(), 3, "{how}: {}", main.logs());
-        assert_eq!(sidecar.wait(), 0, "{how}: {}", sidecar.logs());
+        main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 3, how);
         assert!(
             sidecar.logs().contains("died with exit code 3"),
             "{how}: {}",
