@@ -109,8 +109,11 @@ impl Observer {
             state = classify(record_of(&lookup), || Lock::Free);
         }
         dep.lock_held = lock_read == Lock::Held;
-        if !dep.lock_held {
-            dep.held = None; // (a descriptor of an earlier read: not what holds now)
+        // Keep the descriptor only for a waiter to come: one of an earlier read is not
+        // what holds now, and where a waiter blocks already nobody would use it (it
+        // would stay open until the next read).
+        if !dep.lock_held || dep.waiter {
+            dep.held = None;
         }
         dep.log(name, &lookup, &state);
         state
@@ -321,6 +324,31 @@ mod tests {
             Ok(Event::LockReleased(n)) => assert_eq!(n, "main"),
             other => panic!("expected the release of main's lock, got {other:?}"),
         }
+    }
+
+    /// A read while a waiter blocks on the lock keeps no descriptor of it: nobody would
+    /// block on that one, and it would stay open until the next read (the re-read of
+    /// every dependency after the graveyard was swept left one behind each time).
+    #[test]
+    fn no_descriptor_kept_while_a_waiter_blocks() {
+        let d = std::env::temp_dir().join(format!("sexton-observe-{}", files::unique_suffix()));
+        std::fs::create_dir_all(&d).unwrap();
+        let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
+            panic!("lock not taken");
+        };
+        std::fs::write(d.join("main"), "{\"Born\":\"2026-01-01T00:00:00Z\"}\n").unwrap();
+        let (poster, _events) = Poster::new().unwrap();
+        let mut o = Observer::new(&d, &["main".to_string()], true, poster);
+        assert_eq!(o.read("main", false), DepState::Alive { ready: false });
+        o.arm_waiter("main");
+        assert!(!o.any_unwaited(|_| true), "the waiter is armed");
+        assert_eq!(o.read("main", false), DepState::Alive { ready: false });
+        assert!(
+            o.deps["main"].held.is_none(),
+            "a descriptor kept beside the waiter"
+        );
+        drop(held);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// A lock that was held at one read and is not at the next leaves no descriptor behind

@@ -28,12 +28,25 @@ use sexton_core::tombstone::Tombstone;
 /// the same name (a peer's probe holds it only for an instant).
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
+/// How many times the lock file is put back after it was swept away (the graveyard
+/// emptied or re-created). Each costs a descriptor for the container's life: a peer's lock
+/// waiter may block on a superseded lock, and a superseded lock let go would read to it as
+/// this container's death (older sexton versions copied into other images take any
+/// release for one; and a peer cannot tell a lock put back from a restarted container's).
+/// Past this many the lock is not put back: peers keep the waiters they have (every lock
+/// stays held), and a peer that looks later relies on the tombstone alone, as for a
+/// kubexit container. A bound, so that a cleanup sweeping the graveyard every second
+/// cannot exhaust the descriptors that recording a death needs.
+const LOCK_RELINKS_MAX: usize = 16;
+
 pub struct OwnRecord {
     dir: PathBuf,
     name: String,
     /// Held for the supervisor's whole life (the kernel releases them however we die);
-    /// more than one once the graveyard was re-created.
+    /// more than one once the graveyard was re-created, at most `LOCK_RELINKS_MAX` + 1.
     locks: Vec<Flock<File>>,
+    /// The lock was swept away once too often and is no longer put back.
+    lock_abandoned: bool,
     tombstone: Tombstone,
     ready_slot: Option<Reserved>,
     death_slot: Option<Reserved>,
@@ -83,6 +96,7 @@ impl OwnRecord {
             dir: dir.to_path_buf(),
             name: name.to_string(),
             locks,
+            lock_abandoned: false,
             tombstone: Tombstone::default(),
             ready_slot: None,
             death_slot: None,
@@ -122,10 +136,11 @@ impl OwnRecord {
         works
     }
 
-    /// The path of this container's lock file, if it holds one (not where flock is not
-    /// supported).
+    /// The path of this container's lock file, if it holds one there (not where flock is
+    /// not supported, nor once the lock is no longer put back).
     pub fn lock_path(&self) -> Option<PathBuf> {
-        (!self.locks.is_empty()).then(|| self.dir.join(locks::lock_file_name(&self.name)))
+        (!self.locks.is_empty() && !self.lock_abandoned)
+            .then(|| self.dir.join(locks::lock_file_name(&self.name)))
     }
 
     /// Whether the lock file at its path is still the one we hold (a graveyard removed or
@@ -229,15 +244,14 @@ impl OwnRecord {
     }
 
     /// After the graveyard was removed: re-creates it and puts back what peers rely on,
-    /// the lock (a new file, locked, linked; we keep holding the old one too), the
-    /// tombstone as it stands, and the reservations.
+    /// the lock (a new file, locked, linked; we keep holding the old ones too, up to
+    /// `LOCK_RELINKS_MAX`), the tombstone as it stands, and the reservations.
     pub fn restore(&mut self) -> io::Result<()> {
         files::ensure_graveyard(&self.dir)?;
-        let lock_path = self.dir.join(locks::lock_file_name(&self.name));
-        // (no lock to put back where flock is not supported)
-        if !self.locks.is_empty() && std::fs::symlink_metadata(&lock_path).is_err() {
-            if let Some(lock) = locks::relink_lock(&self.dir, &self.name)? {
-                self.locks.push(lock);
+        // (no lock to put back where flock is not supported, or once abandoned)
+        if let Some(lock_path) = self.lock_path() {
+            if std::fs::symlink_metadata(&lock_path).is_err() {
+                self.relink_lock(&lock_path)?;
             }
         }
         if self.tombstone != Tombstone::default() {
@@ -247,5 +261,22 @@ impl OwnRecord {
         self.death_slot = self.death_slot.take().filter(Reserved::exists);
         self.ready_slot = self.ready_slot.take().filter(Reserved::exists);
         self.reserve()
+    }
+
+    /// Puts a new lock at `lock_path`, or abandons the lock once it was put back
+    /// `LOCK_RELINKS_MAX` times (said once, with the consequence).
+    fn relink_lock(&mut self, lock_path: &Path) -> io::Result<()> {
+        if self.locks.len() > LOCK_RELINKS_MAX {
+            warn!(
+                "the lock file {} was deleted {LOCK_RELINKS_MAX} times while this container ran; it is not put back again (each costs an open file for good): peers that look from now on see this container through its tombstone alone, and cannot see it killed without a record. Find what deletes files in the graveyard",
+                lock_path.display()
+            );
+            self.lock_abandoned = true;
+            return Ok(());
+        }
+        if let Some(lock) = locks::relink_lock(&self.dir, &self.name)? {
+            self.locks.push(lock);
+        }
+        Ok(())
     }
 }

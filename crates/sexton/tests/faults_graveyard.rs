@@ -753,6 +753,100 @@ fn own_tombstone_deleted_alone_is_put_back_at_once() {
     main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 0, "");
 }
 
+/// A cleanup that deletes a sidecar's lock file again and again costs its supervisor a
+/// bounded number of open files: it puts a new lock back 16 times, keeping the superseded
+/// ones held (a peer's waiter may block on any of them, and would take its release for
+/// the sidecar's death), then says once that it stops putting it back. An outer sidecar
+/// stopped after it (death dependency: ordered stop) sees no false death through all of
+/// it, and both stop in order once main exits. (Before, every sweep cost one more open file
+/// for the container's whole life.)
+#[test]
+fn lock_file_swept_again_and_again_costs_bounded_open_files_and_no_false_death() {
+    use std::os::unix::fs::MetadataExt;
+    let pod = Pod::new("sweeps");
+    let (mut main, mut sidecar) = main_on_fifo_and_sidecar(&pod, 3);
+    let mut outer = pod.container(
+        "outer",
+        &[("KUBEXIT_DEATH_DEPS", "sidecar")],
+        &["sh", "-c", &term_recorder("outer", 0)],
+    );
+    pod.wait_born("outer");
+    pod.wait_file("outer.started");
+    let lock = pod.graveyard.join(".sidecar.lock");
+    let inode = |p: &Path| fs::symlink_metadata(p).ok().map(|m| m.ino());
+    let pid = sidecar.target_pid();
+    // The supervisor's descriptors of the lock files it had, found by inode (a lock file
+    // is created under a temporary name, which is what /proc shows for it).
+    let mut locks = vec![inode(&lock).expect("the sidecar's lock")];
+    let lock_files_open = |locks: &[u64]| {
+        let fds = fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten();
+        fds.filter_map(|fd| fs::metadata(fd.path()).ok())
+            .filter(|m| locks.contains(&m.ino()))
+            .count()
+    };
+    // (what each descriptor names, for the failure's message)
+    let files_open = || {
+        let fds = fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten();
+        let mut names: Vec<String> = fds
+            .map(|fd| format!("{:?}", fs::read_link(fd.path())))
+            .collect();
+        names.sort();
+        names
+    };
+    let before = files_open();
+    const ABANDONED: &str = "it is not put back again";
+    for sweep in 1..=16 {
+        let swept = inode(&lock);
+        fs::remove_file(&lock).unwrap();
+        assert!(
+            wait_until(TIMEOUT, || inode(&lock).is_some_and(|i| Some(i) != swept)),
+            "sweep {sweep}: the sidecar's lock was not put back:\n{}",
+            sidecar.logs()
+        );
+        locks.extend(inode(&lock));
+    }
+    fs::remove_file(&lock).unwrap();
+    sidecar.wait_log(ABANDONED);
+    assert_eq!(inode(&lock), None, "sweep 17: {}", sidecar.logs());
+    let open = lock_files_open(&locks);
+    assert_eq!(
+        open,
+        17,
+        "the sidecar's supervisor holds {open} lock files after 17 sweeps:\n{}",
+        sidecar.logs()
+    );
+    // (at most: a file it writes or reads at either moment, its tombstone say, is open
+    // only for an instant)
+    let mut after = vec![];
+    assert!(
+        wait_until(TIMEOUT, || {
+            after = files_open();
+            after.len() <= before.len() + 16
+        }),
+        "the sweeps cost the sidecar's supervisor other open files than its locks: {before:#?} then {after:#?}\n{}",
+        sidecar.logs()
+    );
+    assert_eq!(
+        sidecar.logs().matches(ABANDONED).count(),
+        1,
+        "{}",
+        sidecar.logs()
+    );
+    assert!(
+        outer.is_running() && sidecar.is_running(),
+        "a sidecar stopped while main ran:\n{}\n{}",
+        sidecar.logs(),
+        outer.logs()
+    );
+    main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 3, "");
+    assert_eq!(outer.wait(), 0, "{}", outer.logs());
+    assert!(
+        !outer.logs().contains("is gone"),
+        "the sidecar's death was taken for one without a record:\n{}",
+        outer.logs()
+    );
+}
+
 /// A graveyard that cannot be put right (a foreign file at the sidecar's lock path, which
 /// it does not replace) is found lost at every poll: said once, then once a minute, not at
 /// every poll for the pod's life (here every 50 ms: before, a warning each time). Once the
