@@ -6,15 +6,16 @@
 //! size are the handler's (`limits.rs`). While every slot is taken the port accepts nothing,
 //! and `/readyz` says so.
 //!
-//! The handshakes run on a thread of their own ([`handshake_runtime`]): the workers that
-//! answer established connections (the API server keeps its connections) never wait behind
-//! a burst of private-key operations; the kernel shares the CPUs between the two. On that
-//! thread, client addresses take turns: a ClientHello is read without a turn (a silent or
-//! slow client costs no CPU and holds nothing), then the server's reply, whose private-key
-//! operation is the handshake's CPU, is computed in the address's one turn
-//! ([`HANDSHAKES_PER_CLIENT`]); the thread runs what is ready first come first served, so a
-//! flood from one address puts at most one private-key operation ahead of another address's
-//! handshake.
+//! The private-key operations of the TLS handshakes run on a thread of their own
+//! ([`handshake_runtime`]): the workers that answer established connections (the API
+//! server keeps its connections) never wait behind a burst of them; the kernel shares the
+//! CPUs between the two. Client addresses take turns there: a ClientHello is read without a
+//! turn (a silent or slow client costs no CPU and holds nothing), then the server's reply,
+//! whose private-key operation is the handshake's CPU, is computed on that thread in the
+//! address's one turn ([`HANDSHAKES_PER_CLIENT`]); the thread runs them first come first
+//! served, so a flood from one address puts at most one private-key operation ahead of
+//! another address's handshake. The rest of a handshake (reading the ClientHello, the
+//! client's Finished) is cheap and stays on the serving workers.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -203,30 +204,39 @@ impl Drop for Entered {
     }
 }
 
-/// The TLS handshake: the ClientHello read without a turn, the server's reply computed in one
-/// of the client's turns (given back as soon as it is computed, or when the timeout drops
-/// this), then the client's Finished awaited without it.
+/// The TLS handshake: the ClientHello read without a turn, the server's reply (its
+/// private-key operation) computed on the handshake thread in one of the client's turns
+/// (given back once it is computed), then the client's Finished awaited here, on the
+/// serving workers, without either. (Awaited on the handshake thread, as it was, the
+/// Finished of a new connection queued there again behind a reconnect burst's signatures.)
 async fn handshake(
     conn: TcpStream,
     tls: &Arc<rustls::ServerConfig>,
-    turns: &Semaphore,
+    turns: &Arc<Semaphore>,
+    shakes: &tokio::runtime::Handle,
 ) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
     let peer = conn.peer_addr().ok();
     let hello =
         tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), conn).await?;
-    let turn = match turns.try_acquire() {
+    let turn = match turns.clone().try_acquire_owned() {
         Ok(turn) => turn,
         Err(_) => {
             debug!(
                 ?peer,
                 "TLS handshake waits for a turn: {HANDSHAKES_PER_CLIENT} from this address already"
             );
-            turns.acquire().await.expect("never closed")
+            turns.clone().acquire_owned().await.expect("never closed")
         }
     };
-    // (rustls signs here: `into_connection` processes the ClientHello and queues the reply)
-    let finishing = hello.into_stream(tls.clone());
-    drop(turn);
+    let tls = tls.clone();
+    // (rustls signs here: `into_stream` processes the ClientHello and queues the reply; the
+    // turn goes with the task, so a handshake timed out while it waits there still holds it)
+    let signed = shakes.spawn(async move {
+        let finishing = hello.into_stream(tls);
+        drop(turn);
+        finishing
+    });
+    let finishing = signed.await.map_err(std::io::Error::other)?;
     finishing.await
 }
 
@@ -238,14 +248,11 @@ async fn serve_one(
     turns: Arc<Semaphore>,
     shakes: &tokio::runtime::Handle,
 ) {
-    let shaken = shakes.spawn(async move {
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &tls, &turns)).await
-    });
+    let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &tls, &turns, shakes));
     let stream = match shaken.await {
-        Ok(Ok(Ok(s))) => s,
-        Ok(Ok(Err(e))) => return debug!("TLS handshake failed: {e}"),
-        Ok(Err(_)) => return debug!("TLS handshake timed out"),
-        Err(e) => return debug!("TLS handshake ended: {e}"),
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return debug!("TLS handshake failed: {e}"),
+        Err(_) => return debug!("TLS handshake timed out"),
     };
     let (in_flight, watch_in_flight) = watch::channel(0usize);
     let in_flight = Arc::new(in_flight);
