@@ -293,15 +293,14 @@ impl Dep {
 mod tests {
     use super::*;
     use crate::locks::{Acquired, acquire_lock};
+    use nix::fcntl::Flock;
+    use std::fs::File;
+    use std::sync::mpsc::Receiver;
     use std::time::Duration;
 
-    /// The waiter blocks on the lock the read found held, even when the graveyard is
-    /// removed between the read and the waiter thread's start. (It used to open the path
-    /// again on its own thread: under load that open came after the removal, found
-    /// nothing, and left a dependency believed waited for watched by nobody: a sidecar
-    /// that never stopped, faults_graveyard's graveyard_removed_while_running.)
-    #[test]
-    fn waiter_blocks_on_the_lock_it_read_even_after_the_graveyard_went() {
+    /// A graveyard where `main` is born and holds its lock (held here), and an observer of
+    /// `main` that read it alive once.
+    fn main_alive_and_read() -> (PathBuf, Flock<File>, Observer, Receiver<Event>) {
         let d = std::env::temp_dir().join(format!("sexton-observe-{}", files::unique_suffix()));
         std::fs::create_dir_all(&d).unwrap();
         let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
@@ -311,6 +310,17 @@ mod tests {
         let (poster, events) = Poster::new().unwrap();
         let mut o = Observer::new(&d, &["main".to_string()], true, poster);
         assert_eq!(o.read("main", false), DepState::Alive { ready: false });
+        (d, held, o, events)
+    }
+
+    /// The waiter blocks on the lock the read found held, even when the graveyard is
+    /// removed between the read and the waiter thread's start. (It used to open the path
+    /// again on its own thread: under load that open came after the removal, found
+    /// nothing, and left a dependency believed waited for watched by nobody: a sidecar
+    /// that never stopped, faults_graveyard's graveyard_removed_while_running.)
+    #[test]
+    fn waiter_blocks_on_the_lock_it_read_even_after_the_graveyard_went() {
+        let (d, held, mut o, events) = main_alive_and_read();
         assert!(o.wants_waiter("main"));
         std::fs::remove_dir_all(&d).unwrap();
         o.arm_waiter("main");
@@ -331,15 +341,7 @@ mod tests {
     /// every dependency after the graveyard was swept left one behind each time).
     #[test]
     fn no_descriptor_kept_while_a_waiter_blocks() {
-        let d = std::env::temp_dir().join(format!("sexton-observe-{}", files::unique_suffix()));
-        std::fs::create_dir_all(&d).unwrap();
-        let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
-            panic!("lock not taken");
-        };
-        std::fs::write(d.join("main"), "{\"Born\":\"2026-01-01T00:00:00Z\"}\n").unwrap();
-        let (poster, _events) = Poster::new().unwrap();
-        let mut o = Observer::new(&d, &["main".to_string()], true, poster);
-        assert_eq!(o.read("main", false), DepState::Alive { ready: false });
+        let (d, held, mut o, _events) = main_alive_and_read();
         o.arm_waiter("main");
         assert!(!o.any_unwaited(|_| true), "the waiter is armed");
         assert_eq!(o.read("main", false), DepState::Alive { ready: false });
@@ -355,15 +357,7 @@ mod tests {
     /// for a waiter (it would block on a file that no longer says anything).
     #[test]
     fn no_waiter_without_a_held_lock() {
-        let d = std::env::temp_dir().join(format!("sexton-observe-{}", files::unique_suffix()));
-        std::fs::create_dir_all(&d).unwrap();
-        let Acquired::Held(held) = acquire_lock(&d, "main", Duration::ZERO).unwrap() else {
-            panic!("lock not taken");
-        };
-        std::fs::write(d.join("main"), "{\"Born\":\"2026-01-01T00:00:00Z\"}\n").unwrap();
-        let (poster, _events) = Poster::new().unwrap();
-        let mut o = Observer::new(&d, &["main".to_string()], true, poster);
-        assert_eq!(o.read("main", false), DepState::Alive { ready: false });
+        let (d, held, mut o, _events) = main_alive_and_read();
         drop(held);
         assert_eq!(o.read("main", false), DepState::Dead { exit_code: None });
         assert!(!o.wants_waiter("main"));
