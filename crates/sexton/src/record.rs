@@ -143,6 +143,11 @@ impl OwnRecord {
             .then(|| self.dir.join(locks::lock_file_name(&self.name)))
     }
 
+    /// The path of this container's record (tombstone), once it has one.
+    pub fn record_path(&self) -> Option<PathBuf> {
+        (self.tombstone != Tombstone::default()).then(|| self.dir.join(&self.name))
+    }
+
     /// Whether the lock file at its path is still the one we hold (a graveyard removed or
     /// emptied took it away). True where there is none to check.
     pub fn lock_in_place(&self) -> bool {

@@ -83,7 +83,7 @@ pub fn run(cfg: Config, signals: Signals) -> Result<i32, SetupError> {
     let watched = core.watched();
     let (watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
     let graveyard = Watched::new(&cfg.graveyard);
-    let always_poll = watcher.is_none() || !watch_own_lock(watcher.as_ref(), &record);
+    let always_poll = watcher.is_none() || !watch_own_files(watcher.as_ref(), &record);
     let mut sup = Supervisor {
         observer: Observer::new(&cfg.graveyard, &watched, locks_work, poster.clone()),
         graveyard_id: graveyard.dir_identity(),
@@ -118,7 +118,7 @@ fn start_watch(
         // nothing to watch (a main container): no inotify instance, no thread, no poll
         _ if !has_deps => (None, None),
         WatchMode::Poll => (None, Some(cfg.poll_interval)),
-        WatchMode::Inotify => match crate::watch::watch(dir, &cfg.name) {
+        WatchMode::Inotify => match crate::watch::watch(dir) {
             Ok(w) => (Some(w), None),
             Err(source) => {
                 return Err(SetupError::Inotify {
@@ -129,7 +129,7 @@ fn start_watch(
         },
         // inotify, plus a poll as a safety net: some sandboxes accept the watch and then
         // deliver nothing for writes made by other containers.
-        WatchMode::Auto => match crate::watch::watch(dir, &cfg.name) {
+        WatchMode::Auto => match crate::watch::watch(dir) {
             Ok(w) => (Some(w), Some(cfg.poll_interval)),
             Err(e) => {
                 warn!(
@@ -152,22 +152,24 @@ fn start_watch(
     Ok((watcher, poll))
 }
 
-/// Watches this container's own lock file, through which a removed or emptied graveyard is
-/// noticed (see `watch.rs`). `false` if it cannot be watched: then only the poll notices.
-fn watch_own_lock(watcher: Option<&GraveyardWatcher>, record: &OwnRecord) -> bool {
-    let (Some(w), Some(lock)) = (watcher, record.lock_path()) else {
+/// Watches this container's own lock file and record, through which a removed or emptied
+/// graveyard is noticed (see `watch.rs`). `false` if one cannot be watched: then only the
+/// poll notices.
+fn watch_own_files(watcher: Option<&GraveyardWatcher>, record: &OwnRecord) -> bool {
+    let Some(w) = watcher else {
         return true;
     };
-    match w.watch_own_lock(&lock) {
-        Ok(()) => true,
-        Err(e) => {
+    let mut all = true;
+    for file in record.lock_path().into_iter().chain(record.record_path()) {
+        if let Err(e) = w.watch_own_file(&file) {
             warn!(
                 "cannot watch {} ({e}); polling to notice a removed graveyard",
-                lock.display()
+                file.display()
             );
-            false
+            all = false;
         }
     }
+    all
 }
 
 /// Which descriptors `ppoll` found ready.
@@ -400,7 +402,7 @@ impl Supervisor {
         let core = &self.core;
         let changes = w.drain(|file| core.is_watched(locks::owner_of(file)));
         let mut actions = vec![];
-        if changes.dir_gone || (changes.own_lock && !self.follow_own_lock()) {
+        if changes.dir_gone || (changes.own_files && !self.follow_own_files()) {
             actions.extend(self.graveyard_gone(now));
         } else if changes.overflow {
             warn!("graveyard watch lost events; re-reading dependencies");
@@ -425,19 +427,36 @@ impl Supervisor {
         actions
     }
 
-    /// Something happened to a lock file of ours: watch the one now at its path (our own
-    /// record may have put a new one there already, when a write of ours found the
-    /// graveyard gone: record.rs restores it on its own), then check that we are still in
-    /// the graveyard. In that order, an unlink after the watch raises an event and one
-    /// before it fails the check. `false`: our presence is lost.
-    fn follow_own_lock(&mut self) -> bool {
-        let (Some(w), Some(lock)) = (&self.watcher, self.record.lock_path()) else {
+    /// Something happened to our lock file or record: watch the ones now at their paths
+    /// (our own record may have put a new lock there already, when a write of ours found
+    /// the graveyard gone: record.rs restores it on its own; and each write of our record
+    /// replaces it), then check that we are still in the graveyard. In that order, an
+    /// unlink after the watch raises an event and one before it fails the check. `false`:
+    /// our presence is lost.
+    fn follow_own_files(&mut self) -> bool {
+        let Some(w) = &self.watcher else {
             return !self.presence_lost();
         };
-        let watched = w.watch_own_lock(&lock);
+        let files = self
+            .record
+            .lock_path()
+            .into_iter()
+            .chain(self.record.record_path());
+        let watched = files
+            .map(|f| w.watch_own_file(&f))
+            .collect::<Result<Vec<()>, _>>();
         let lost = self.presence_lost();
-        debug!(lock = %lock.display(), watched = ?watched, lost, "own lock file changed");
+        debug!(watched = ?watched, lost, "own lock file or record changed");
         watched.is_ok() && !lost
+    }
+
+    /// Watches our lock file and record again (new ones are in place); the poll covers
+    /// what cannot be watched.
+    fn rewatch_own_files(&mut self) {
+        if !watch_own_files(self.watcher.as_ref(), &self.record) {
+            self.poll = Some(self.cfg.poll_interval);
+            self.always_poll = true;
+        }
     }
 
     /// Whether the graveyard is no longer the one we are in: removed, replaced, or emptied
@@ -488,10 +507,7 @@ impl Supervisor {
                 self.always_poll = true;
             }
         }
-        if !watch_own_lock(self.watcher.as_ref(), &self.record) {
-            self.poll = Some(self.cfg.poll_interval);
-            self.always_poll = true;
-        }
+        self.rewatch_own_files();
         self.graveyard_id = self.graveyard.dir_identity();
         self.observer.forget();
         self.rescan(now)
@@ -703,6 +719,7 @@ impl Supervisor {
                 .core
                 .on_birth_not_recorded(format!("{}: {e}", path.display()));
         }
+        self.rewatch_own_files(); // (the record exists from now on)
         self.start_child(None, now)
     }
 

@@ -14,18 +14,20 @@
 //! The directory's own deletion is not enough to notice its removal: the kernel reports
 //! IN_DELETE_SELF only once the last file that was in it is closed, and this container's
 //! own lock file, held for its whole life, always is open. The lock file is therefore
-//! watched too (`watch_own_lock`): removing the graveyard, or emptying it, unlinks it,
-//! which raises IN_ATTRIB on it at once. Its own record (tombstone) is not held open: its
-//! deletion or move away is reported by the directory's watch (IN_DELETE, IN_MOVED_FROM),
-//! so that a sweep that takes the record again after the container put it back (`rm`
-//! going on through a graveyard while the supervisor restores it) is noticed too.
+//! watched too (`watch_own_file`): removing the graveyard, or emptying it, unlinks it,
+//! which raises IN_ATTRIB on it at once. So is its own record (tombstone), so that a sweep
+//! that takes the record again after the container put it back (`rm` going on through a
+//! graveyard while the supervisor restores it) is noticed too. Watched as a file, not
+//! through the directory's IN_DELETE: that would wake the loop for every file a busy
+//! program removes from the graveyard (1 000 wake-ups a second at 1 000 files a second,
+//! BENCHMARKS.md "CPU under graveyard churn"). A record replaced by the container's own
+//! write (a rename over it) raises IN_ATTRIB on the replaced file too: the supervisor then
+//! finds itself still in place, and watches the new one.
 //!
 //! Opens and reads are never subscribed: a watcher that reacts to a read by reading again
 //! would feed itself (the `notify` crate subscribes IN_OPEN and did exactly that here once).
-//! Deletions of other files are reported by the kernel but dropped while parsing: a
-//! vanished tombstone of a dependency changes no decision (a dead dependency stays dead).
-//! The container's own renames never look like a deletion: the record they replace is
-//! not unlinked by name.
+//! Deletions are not subscribed: a vanished tombstone of a dependency changes no decision
+//! (a dead dependency stays dead).
 //!
 //! Events are parsed in place from one read buffer and filtered by name before anything
 //! else happens (no allocation, no system call for an unrelated file): a graveyard shared
@@ -40,16 +42,15 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 /// Events that always matter.
 const BASE: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
-    .union(AddWatchFlags::IN_DELETE)
-    .union(AddWatchFlags::IN_MOVED_FROM)
     .union(AddWatchFlags::IN_DELETE_SELF)
     .union(AddWatchFlags::IN_MOVE_SELF)
     .union(AddWatchFlags::IN_ONLYDIR);
 /// Events that matter while a dependency has no lock file yet.
 const UNLOCKED: AddWatchFlags = AddWatchFlags::IN_CREATE.union(AddWatchFlags::IN_CLOSE_WRITE);
-/// Events of the own lock file: unlinked (its link count changes) or moved away. Peers
-/// only open it read-only and flock it, which raises neither.
-const OWN_LOCK: AddWatchFlags = AddWatchFlags::IN_ATTRIB
+/// Events of the own lock file and record: unlinked (the link count changes; also when a
+/// rename replaces the file) or moved away. Peers only open them read-only (and flock the
+/// lock), which raises neither.
+const OWN_FILE: AddWatchFlags = AddWatchFlags::IN_ATTRIB
     .union(AddWatchFlags::IN_MOVE_SELF)
     .union(AddWatchFlags::IN_DONT_FOLLOW);
 
@@ -81,8 +82,6 @@ const GONE: u32 = nix::libc::IN_DELETE_SELF
     | nix::libc::IN_IGNORED
     | nix::libc::IN_UNMOUNT;
 const OVERFLOW: u32 = nix::libc::IN_Q_OVERFLOW;
-/// A name that left the directory: only the own record's matters.
-const LEFT: u32 = nix::libc::IN_DELETE | nix::libc::IN_MOVED_FROM;
 
 /// Size of `struct inotify_event` before the name.
 const HEADER: usize = 16;
@@ -91,10 +90,8 @@ pub struct GraveyardWatcher {
     inotify: Inotify,
     dir: PathBuf,
     /// The watch of the directory now at `dir`. Every other watch is of the own lock
-    /// file, or of a directory that was at `dir` before.
+    /// file or record, or of a directory that was at `dir` before.
     dir_wd: i32,
-    /// This container's own record (its tombstone's name).
-    own: String,
     interest: Interest,
     buf: Box<[u64; BUF_WORDS]>,
 }
@@ -108,15 +105,13 @@ pub struct Changes {
     pub overflow: bool,
     /// The directory was deleted, moved or unmounted: the watch is gone.
     pub dir_gone: bool,
-    /// This container's own lock file was unlinked, moved or changed, or its own record
-    /// left the directory: the graveyard may have been removed or emptied (the caller
-    /// checks).
-    pub own_lock: bool,
+    /// This container's own lock file or record was unlinked, moved, replaced or changed:
+    /// the graveyard may have been removed or emptied (the caller checks).
+    pub own_files: bool,
 }
 
-/// Starts watching with the widest interest; `set_interest` narrows it. `own`: this
-/// container's name (its record's).
-pub fn watch(graveyard: &Path, own: &str) -> nix::Result<GraveyardWatcher> {
+/// Starts watching with the widest interest; `set_interest` narrows it.
+pub fn watch(graveyard: &Path) -> nix::Result<GraveyardWatcher> {
     let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
     let interest = Interest {
         unlocked_deps: true,
@@ -126,7 +121,6 @@ pub fn watch(graveyard: &Path, own: &str) -> nix::Result<GraveyardWatcher> {
         inotify,
         dir: graveyard.to_path_buf(),
         dir_wd,
-        own: own.to_string(),
         interest,
         buf: Box::new([0; BUF_WORDS]),
     })
@@ -146,11 +140,11 @@ impl GraveyardWatcher {
         Ok(())
     }
 
-    /// Watches this container's own lock file (again, after it was put back): see the
-    /// module's comment. The watch of a replaced lock file stays until that file is
-    /// closed; its events are still news (it was ours).
-    pub fn watch_own_lock(&self, lock: &Path) -> nix::Result<()> {
-        self.inotify.add_watch(lock, OWN_LOCK).map(|_| ())
+    /// Watches this container's own lock file or record (again, after it was put back or
+    /// rewritten): see the module's comment. The watch of a replaced file stays until that
+    /// file is closed; its events are still news (it was ours).
+    pub fn watch_own_file(&self, path: &Path) -> nix::Result<()> {
+        self.inotify.add_watch(path, OWN_FILE).map(|_| ())
     }
 
     /// Changes what is reported (inotify_add_watch on a watched inode replaces its mask).
@@ -184,7 +178,7 @@ impl GraveyardWatcher {
                     break;
                 }
             };
-            parse(&bytes[..n], &relevant, self.dir_wd, &self.own, &mut c);
+            parse(&bytes[..n], &relevant, self.dir_wd, &mut c);
             if n < bytes.len() / 2 {
                 break; // a short read emptied the queue; ppoll reports anything newer
             }
@@ -194,16 +188,9 @@ impl GraveyardWatcher {
 }
 
 /// Parses a buffer of `struct inotify_event`s into `c`. `dir_wd`: the watch of the
-/// graveyard directory; events of any other watch are the own lock file's (earlier
-/// directories' watches report nothing but their late removal, which is old news). `own`:
-/// the own record's name, whose leaving the directory counts as the own lock's change.
-fn parse(
-    mut bytes: &[u8],
-    relevant: &impl Fn(&str) -> bool,
-    dir_wd: i32,
-    own: &str,
-    c: &mut Changes,
-) {
+/// graveyard directory; events of any other watch are the own lock file's or record's
+/// (earlier directories' watches report nothing but their late removal, which is old news).
+fn parse(mut bytes: &[u8], relevant: &impl Fn(&str) -> bool, dir_wd: i32, c: &mut Changes) {
     let word = |b: &[u8], at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     while bytes.len() >= HEADER {
         let wd = word(bytes, 0) as i32;
@@ -218,9 +205,9 @@ fn parse(
             continue;
         }
         if wd != dir_wd {
-            // the own lock file, or an earlier graveyard (removed, or the path now names
-            // another directory): either way, look again
-            c.own_lock = true;
+            // the own lock file or record, or an earlier graveyard (removed, or the path now
+            // names another directory): either way, look again
+            c.own_files = true;
             continue;
         }
         if mask & GONE != 0 {
@@ -230,10 +217,6 @@ fn parse(
         let Ok(name) = std::str::from_utf8(&name_bytes[..end]) else {
             continue; // container names are ASCII: not ours
         };
-        if mask & LEFT != 0 {
-            c.own_lock |= name == own;
-            continue;
-        }
         if !name.is_empty() && relevant(name) && !c.names.iter().any(|x| x == name) {
             c.names.push(name.to_string());
         }
@@ -244,12 +227,19 @@ fn parse(
 mod tests {
     use super::*;
 
+    /// Whether the watch's descriptor would wake the supervisor's `ppoll` now.
+    fn readable(w: &GraveyardWatcher) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(w.fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).unwrap() > 0
+    }
+
     #[test]
     fn changes_not_reads() {
         let d = std::env::temp_dir().join(format!("sexton-watch-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("main"), "x\n").unwrap();
-        let mut w = watch(&d, "me").unwrap();
+        let mut w = watch(&d).unwrap();
         let all = |_: &str| true;
         assert_eq!(w.drain(all), Changes::default());
         // reads raise nothing
@@ -286,23 +276,32 @@ mod tests {
     fn the_own_record_leaving_counts_other_deletions_do_not() {
         let d = std::env::temp_dir().join(format!("sexton-watch-own-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        for f in ["me", "main", "tmp"] {
+        for f in ["me", "main", "tmp", "noise"] {
             std::fs::write(d.join(f), "x\n").unwrap();
         }
-        let mut w = watch(&d, "me").unwrap();
+        let mut w = watch(&d).unwrap();
+        w.watch_own_file(&d.join("me")).unwrap();
         let all = |_: &str| true;
+        // other files leaving wake nothing: a busy program's deletions cost no wake-up
+        // (the kernel queues an event within the unlink or rename, so this is exact)
         std::fs::remove_file(d.join("main")).unwrap();
-        assert_eq!(w.drain(all), Changes::default(), "a dependency's deletion");
-        // the container's own write: a rename over its record is no deletion of it
+        std::fs::rename(d.join("noise"), d.join("../sexton-watch-noise")).unwrap();
+        assert!(!readable(&w), "other files leaving woke the watch");
+        assert_eq!(w.drain(all), Changes::default(), "other files leaving");
+        std::fs::remove_file(d.join("../sexton-watch-noise")).unwrap();
+        // the container's own write (a rename over its record) replaces the watched file:
+        // reported, for the supervisor to find itself in place and watch the new one
         std::fs::rename(d.join("tmp"), d.join("me")).unwrap();
         let c = w.drain(all);
-        assert!(!c.own_lock && c.names == ["me"], "{c:?}");
+        assert!(c.own_files && c.names == ["me"], "{c:?}");
+        w.watch_own_file(&d.join("me")).unwrap();
         std::fs::remove_file(d.join("me")).unwrap();
-        assert!(w.drain(all).own_lock, "the own record deleted");
+        assert!(w.drain(all).own_files, "the own record deleted");
         std::fs::write(d.join("me"), "x\n").unwrap();
+        w.watch_own_file(&d.join("me")).unwrap();
         let _ = w.drain(all);
         std::fs::rename(d.join("me"), d.join("elsewhere")).unwrap();
-        assert!(w.drain(all).own_lock, "the own record moved away");
+        assert!(w.drain(all).own_files, "the own record moved away");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -310,7 +309,7 @@ mod tests {
     fn parses_many_events_in_one_buffer() {
         let d = std::env::temp_dir().join(format!("sexton-watch-many-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        let mut w = watch(&d, "me").unwrap();
+        let mut w = watch(&d).unwrap();
         for i in 0..2000 {
             std::fs::write(d.join(format!("noise-{i}")), "").unwrap();
         }
@@ -324,7 +323,7 @@ mod tests {
     fn narrow_interest_ignores_creations_and_in_place_writes() {
         let d = std::env::temp_dir().join(format!("sexton-watch-narrow-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        let mut w = watch(&d, "me").unwrap();
+        let mut w = watch(&d).unwrap();
         let all = |_: &str| true;
         assert_eq!(
             w.set_interest(Interest {
