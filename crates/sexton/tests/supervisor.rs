@@ -209,8 +209,10 @@ fn other_signals_forwarded_to_child_and_group() {
     c.signal(15);
     assert_eq!(c.wait(), 0);
 
-    // group: a grandchild in the child's process group receives the signal too
-    let script = "sh -c 'trap \"echo grandchild >> \\\"$POD/g\\\"; exit 0\" USR2; echo up > \"$POD/gup\"; while :; do sleep 1 & wait; done' & trap 'echo child >> \"$POD/g\"' USR2; trap 'exit 0' TERM; while :; do sleep 1 & wait; done";
+    // group: a grandchild in the child's process group receives the signal too. (The
+    // child sets its traps before it starts the grandchild, whose "up" the test waits
+    // for: the other way round, under load, the signal could come first and kill it.)
+    let script = "trap 'echo child >> \"$POD/g\"' USR2; trap 'exit 0' TERM; sh -c 'trap \"echo grandchild >> \\\"$POD/g\\\"; exit 0\" USR2; echo up > \"$POD/gup\"; while :; do sleep 1 & wait; done' & while :; do sleep 1 & wait; done";
     let mut c = pod.container(
         "grp",
         &[("KUBEXIT_SIGNAL_GROUP", "true")],
