@@ -41,9 +41,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// before the server knows who the client is) computed at once for one client address. One:
 /// the handshake thread computes one at a time anyway, so a single turn costs an address no
 /// throughput, and it makes the thread take addresses in turn. (It did not move a new
-/// connection's p99 beside 320 hostile clients, 5.8x its quiet value before and after: the
-/// wait there is for a CPU, not for a turn; BENCHMARKS.md "Admission webhook under hostile
-/// clients".) The others wait (FIFO) rather than being closed: a burst of new connections
+/// connection's p99 beside 320 hostile clients, 5.8x its quiet value before and after;
+/// reading the client's Finished off this thread did: 4.9x to 2.5x; BENCHMARKS.md
+/// "Admission webhook under hostile clients".) The others wait (FIFO) rather than being closed: a burst of new connections
 /// from the API server must not fail reviews.
 pub const HANDSHAKES_PER_CLIENT: usize = 1;
 /// ... and to send a request head.
