@@ -250,7 +250,7 @@ impl OwnRecord {
 
     /// After the graveyard was removed: re-creates it and puts back what peers rely on,
     /// the lock (a new file, locked, linked; we keep holding the old ones too, up to
-    /// `LOCK_RELINKS_MAX`), the tombstone as it stands, and the reservations.
+    /// `LOCK_RELINKS_MAX`), the tombstone as it stands if it went, and the reservations.
     pub fn restore(&mut self) -> io::Result<()> {
         files::ensure_graveyard(&self.dir)?;
         // (no lock to put back where flock is not supported, or once abandoned)
@@ -259,7 +259,10 @@ impl OwnRecord {
                 self.relink_lock(&lock_path)?;
             }
         }
-        if self.tombstone != Tombstone::default() {
+        // (only if it went: rewriting a record in place would replace the watched file, an
+        // event that finds the graveyard lost again while a foreign file holds the lock's
+        // path, and restores it again: PID 1 in a busy loop)
+        if !self.record_in_place() {
             self.write(&self.tombstone.encode())?;
         }
         // reservations whose files went with the old directory are worthless now

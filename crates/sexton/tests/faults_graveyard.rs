@@ -889,6 +889,44 @@ fn graveyard_lost_at_every_poll_is_said_once_a_minute() {
     main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 3, "");
 }
 
+/// The same foreign file at the lock's path under the default watch does not feed the
+/// watch: a restore that rewrote the record in place replaced the watched record, an event
+/// that found the graveyard lost again (the foreign file), which restored it again, and so
+/// on: PID 1 in a busy loop, its peers woken by every rewrite. What is checked is that
+/// nothing happens, so there is no event to await: the window is a bounded half second,
+/// in which the loop lost its graveyard thousands of times, and the poll (every 200 ms,
+/// while it runs) at most a few.
+#[test]
+fn foreign_file_at_the_lock_path_does_not_spin_the_default_watch() {
+    let pod = Pod::new("nospin");
+    let (mut main, mut sidecar) = main_on_fifo_and_sidecar_with(
+        &pod,
+        3,
+        &[
+            ("KUBEXIT_POLL_INTERVAL", "200ms"),
+            ("KUBEXIT_LOG_LEVEL", "debug"),
+        ],
+    );
+    let lock = pod.graveyard.join(".sidecar.lock");
+    fs::remove_file(&lock).unwrap();
+    fs::write(&lock, "not a lock of sexton's").unwrap();
+    sidecar.wait_log("was removed, replaced or emptied");
+    std::thread::sleep(Duration::from_millis(500));
+    let again = count(&sidecar.logs(), "the graveyard was lost again");
+    assert!(
+        again <= 10,
+        "the graveyard was found lost {again} times in half a second:\n{}",
+        sidecar.logs().lines().take(40).collect::<Vec<_>>().join("\n")
+    );
+    fs::remove_file(&lock).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || fs::metadata(&lock).is_ok_and(|m| m.len() == 0)),
+        "the sidecar's lock was not put back:\n{}",
+        sidecar.logs()
+    );
+    main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 3, "");
+}
+
 /// A graveyard removed or emptied under a running sidecar is noticed at once, not at the
 /// next death: the sidecar puts its lock and record back while main still runs, so peers
 /// that look now see it alive. (The directory's own IN_DELETE_SELF never comes while a
