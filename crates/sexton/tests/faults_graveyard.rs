@@ -916,7 +916,12 @@ fn foreign_file_at_the_lock_path_does_not_spin_the_default_watch() {
     assert!(
         again <= 10,
         "the graveyard was found lost {again} times in half a second:\n{}",
-        sidecar.logs().lines().take(40).collect::<Vec<_>>().join("\n")
+        sidecar
+            .logs()
+            .lines()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     fs::remove_file(&lock).unwrap();
     assert!(

@@ -7,15 +7,18 @@
 //! and `/readyz` says so.
 //!
 //! The private-key operations of the TLS handshakes run on a thread of their own
-//! ([`handshake_runtime`]): the workers that answer established connections (the API
+//! ([`Handshakes::sign`]): the workers that answer established connections (the API
 //! server keeps its connections) never wait behind a burst of them; the kernel shares the
 //! CPUs between the two. Client addresses take turns there: a ClientHello is read without a
 //! turn (a silent or slow client costs no CPU and holds nothing), then the server's reply,
 //! whose private-key operation is the handshake's CPU, is computed on that thread in the
 //! address's one turn ([`HANDSHAKES_PER_CLIENT`]); the thread runs them first come first
 //! served, so a flood from one address puts at most one private-key operation ahead of
-//! another address's handshake. The rest of a handshake (reading the ClientHello, the
-//! client's Finished) is cheap and stays on the serving workers.
+//! another address's handshake. The ClientHello is read on the serving workers, and the
+//! rest of the handshake (the client's Finished) on a second thread of its own
+//! ([`Handshakes::finish`]): queued behind the signatures it waited for them, and on the
+//! serving workers a client that makes the server ask for another ClientHello (a
+//! HelloRetryRequest) would have its signature computed there, outside the turns.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -74,30 +77,54 @@ pub async fn serve_tls(
     flag: &'static str,
 ) -> Result<SocketAddr, ListenError> {
     let error = |source| ListenError { flag, addr, source };
-    let shakes = handshake_runtime().map_err(error)?;
+    let shakes = Handshakes::start().map_err(error)?;
     let listener = TcpListener::bind(addr).await.map_err(error)?;
     let bound = listener.local_addr().map_err(error)?;
     tokio::spawn(accept_loop(listener, router, tls, limits, health, shakes));
     Ok(bound)
 }
 
-/// The runtime of the TLS handshakes: one thread, started once, never stopped. Measured on 2
-/// cores beside 320 hostile clients (BENCHMARKS.md "Admission webhook under hostile
-/// clients"): with the handshakes on the serving workers, kept-alive reviews waited up to 56 ms
-/// behind reconnect bursts. A current-thread runtime, not a multi-thread one of one worker:
-/// the latter runs a task woken by the running one next (its LIFO slot), so a turn given back
-/// by one address's handshake would go to the same address's next one, ahead of every other
+/// The two threads of the TLS handshakes, each a runtime started once and never stopped.
+#[derive(Clone)]
+struct Handshakes {
+    /// Computes the server's replies (their private-key operations), in the client
+    /// addresses' turns. Measured on 2 cores beside 320 hostile clients (BENCHMARKS.md
+    /// "Admission webhook under hostile clients"): with the handshakes on the serving
+    /// workers, kept-alive reviews waited up to 56 ms behind reconnect bursts.
+    sign: tokio::runtime::Handle,
+    /// Finishes the handshakes once the reply is sent: the client's Finished, or a second
+    /// ClientHello after a HelloRetryRequest (whose signature is then computed here).
+    finish: tokio::runtime::Handle,
+}
+
+impl Handshakes {
+    fn start() -> std::io::Result<Handshakes> {
+        static SIGN: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
+        static FINISH: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
+        Ok(Handshakes {
+            sign: thread_runtime(&SIGN, "tls-handshake")?,
+            finish: thread_runtime(&FINISH, "tls-finish")?,
+        })
+    }
+}
+
+/// The runtime kept in `slot`, started on a thread of its own named `name` if there is none
+/// yet. A current-thread runtime, not a multi-thread one of one worker: the latter runs a
+/// task woken by the running one next (its LIFO slot), so a turn given back by one
+/// address's handshake would go to the same address's next one, ahead of every other
 /// address's; the current-thread scheduler queues it last.
-fn handshake_runtime() -> std::io::Result<tokio::runtime::Handle> {
-    static HANDLE: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
-    let mut handle = HANDLE.lock().expect("poisoned");
+fn thread_runtime(
+    slot: &Mutex<Option<tokio::runtime::Handle>>,
+    name: &str,
+) -> std::io::Result<tokio::runtime::Handle> {
+    let mut handle = slot.lock().expect("poisoned");
     if let Some(handle) = handle.as_ref() {
         return Ok(handle.clone());
     }
     // (built on its own thread, which keeps it: a runtime may not be dropped in another's task)
     let (built, receive) = std::sync::mpsc::sync_channel(1);
     std::thread::Builder::new()
-        .name("tls-handshake".into())
+        .name(name.into())
         .spawn(move || {
             match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -112,9 +139,20 @@ fn handshake_runtime() -> std::io::Result<tokio::runtime::Handle> {
         })?;
     let new = receive
         .recv()
-        .map_err(|_| std::io::Error::other("the TLS handshake thread ended at its start"))??;
+        .map_err(|_| std::io::Error::other(format!("the {name} thread ended at its start")))??;
     *handle = Some(new.clone());
     Ok(new)
+}
+
+/// Aborts a task when dropped: a handshake that timed out while its task waited on one of
+/// the handshake threads neither signs for a connection nobody will use nor keeps its
+/// connection (and its address's turn) beyond the deadline.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn accept_loop(
@@ -123,7 +161,7 @@ async fn accept_loop(
     tls: Arc<rustls::ServerConfig>,
     limits: ConnectionLimits,
     health: Arc<Health>,
-    shakes: tokio::runtime::Handle,
+    shakes: Handshakes,
 ) {
     let slots = Arc::new(Semaphore::new(limits.total));
     let clients = Arc::new(Clients::default());
@@ -204,16 +242,16 @@ impl Drop for Entered {
     }
 }
 
-/// The TLS handshake: the ClientHello read without a turn, the server's reply (its
-/// private-key operation) computed on the handshake thread in one of the client's turns
-/// (given back once it is computed), then the client's Finished awaited here, on the
-/// serving workers, without either. (Awaited on the handshake thread, as it was, the
-/// Finished of a new connection queued there again behind a reconnect burst's signatures.)
+/// The TLS handshake: the ClientHello read here without a turn, the server's reply (its
+/// private-key operation) computed on the signing thread in one of the client's turns
+/// (given back once it is computed), then the rest awaited on the finishing thread.
+/// (Awaited on the signing thread, as it was, the Finished of a new connection queued there
+/// again behind a reconnect burst's signatures.)
 async fn handshake(
     conn: TcpStream,
     tls: &Arc<rustls::ServerConfig>,
     turns: &Arc<Semaphore>,
-    shakes: &tokio::runtime::Handle,
+    shakes: &Handshakes,
 ) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
     let peer = conn.peer_addr().ok();
     let hello =
@@ -230,14 +268,18 @@ async fn handshake(
     };
     let tls = tls.clone();
     // (rustls signs here: `into_stream` processes the ClientHello and queues the reply; the
-    // turn goes with the task, so a handshake timed out while it waits there still holds it)
-    let signed = shakes.spawn(async move {
+    // turn goes with the task)
+    #[allow(clippy::async_yields_async)] // (the handshake's rest, awaited on the finishing thread)
+    let signed = shakes.sign.spawn(async move {
         let finishing = hello.into_stream(tls);
         drop(turn);
         finishing
     });
+    let _abort = AbortOnDrop(signed.abort_handle());
     let finishing = signed.await.map_err(std::io::Error::other)?;
-    finishing.await
+    let finished = shakes.finish.spawn(finishing);
+    let _abort = AbortOnDrop(finished.abort_handle());
+    finished.await.map_err(std::io::Error::other)?
 }
 
 /// The handshake, then requests until the client closes or the connection is idle.
@@ -246,7 +288,7 @@ async fn serve_one(
     tls: Arc<rustls::ServerConfig>,
     router: Router,
     turns: Arc<Semaphore>,
-    shakes: &tokio::runtime::Handle,
+    shakes: &Handshakes,
 ) {
     let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &tls, &turns, shakes));
     let stream = match shaken.await {
