@@ -81,9 +81,9 @@ pub fn run(cfg: Config, signals: Signals) -> Result<i32, SetupError> {
     let locks_work = record.locks_work();
     let core = Core::new(Policy::from_config(&cfg, pid1));
     let watched = core.watched();
-    let (watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
+    let (mut watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
     let graveyard = Watched::new(&cfg.graveyard);
-    let always_poll = watcher.is_none() || !watch_own_files(watcher.as_ref(), &record);
+    let always_poll = watcher.is_none() || !watch_own_files(watcher.as_mut(), &record);
     let mut sup = Supervisor {
         observer: Observer::new(&cfg.graveyard, &watched, locks_work, poster.clone()),
         graveyard_id: graveyard.dir_identity(),
@@ -155,13 +155,15 @@ fn start_watch(
 /// Watches this container's own lock file and record, through which a removed or emptied
 /// graveyard is noticed (see `watch.rs`). `false` if one cannot be watched: then only the
 /// poll notices.
-fn watch_own_files(watcher: Option<&GraveyardWatcher>, record: &OwnRecord) -> bool {
+fn watch_own_files(watcher: Option<&mut GraveyardWatcher>, record: &OwnRecord) -> bool {
     let Some(w) = watcher else {
         return true;
     };
+    let lock = record.lock_path().map(|l| (w.watch_own_lock(&l), l));
+    let own = record.record_path().map(|r| (w.watch_own_record(&r), r));
     let mut all = true;
-    for file in record.lock_path().into_iter().chain(record.record_path()) {
-        if let Err(e) = w.watch_own_file(&file) {
+    for (watched, file) in lock.into_iter().chain(own) {
+        if let Err(e) = watched {
             warn!(
                 "cannot watch {} ({e}); polling to notice a removed graveyard",
                 file.display()
@@ -434,17 +436,12 @@ impl Supervisor {
     /// unlink after the watch raises an event and one before it fails the check. `false`:
     /// our presence is lost.
     fn follow_own_files(&mut self) -> bool {
-        let Some(w) = &self.watcher else {
+        let Some(w) = &mut self.watcher else {
             return !self.presence_lost();
         };
-        let files = self
-            .record
-            .lock_path()
-            .into_iter()
-            .chain(self.record.record_path());
-        let watched = files
-            .map(|f| w.watch_own_file(&f))
-            .collect::<Result<Vec<()>, _>>();
+        let lock = self.record.lock_path().map(|l| w.watch_own_lock(&l));
+        let own = self.record.record_path().map(|r| w.watch_own_record(&r));
+        let watched = lock.into_iter().chain(own).collect::<Result<Vec<()>, _>>();
         let lost = self.presence_lost();
         debug!(watched = ?watched, lost, "own lock file or record changed");
         watched.is_ok() && !lost
@@ -453,7 +450,7 @@ impl Supervisor {
     /// Watches our lock file and record again (new ones are in place); the poll covers
     /// what cannot be watched.
     fn rewatch_own_files(&mut self) {
-        if !watch_own_files(self.watcher.as_ref(), &self.record) {
+        if !watch_own_files(self.watcher.as_mut(), &self.record) {
             self.poll = Some(self.cfg.poll_interval);
             self.always_poll = true;
         }

@@ -14,7 +14,7 @@
 //! The directory's own deletion is not enough to notice its removal: the kernel reports
 //! IN_DELETE_SELF only once the last file that was in it is closed, and this container's
 //! own lock file, held for its whole life, always is open. The lock file is therefore
-//! watched too (`watch_own_file`): removing the graveyard, or emptying it, unlinks it,
+//! watched too (`watch_own_lock`): removing the graveyard, or emptying it, unlinks it,
 //! which raises IN_ATTRIB on it at once. So is its own record (tombstone), so that a sweep
 //! that takes the record again after the container put it back (`rm` going on through a
 //! graveyard while the supervisor restores it) is noticed too. Watched as a file, not
@@ -38,7 +38,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 /// Events that always matter.
 const BASE: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
@@ -92,6 +92,8 @@ pub struct GraveyardWatcher {
     /// The watch of the directory now at `dir`. Every other watch is of the own lock
     /// file or record, or of a directory that was at `dir` before.
     dir_wd: i32,
+    /// The watch of the own record now at its path (each write replaces the file).
+    record_wd: Option<WatchDescriptor>,
     interest: Interest,
     buf: Box<[u64; BUF_WORDS]>,
 }
@@ -121,6 +123,7 @@ pub fn watch(graveyard: &Path) -> nix::Result<GraveyardWatcher> {
         inotify,
         dir: graveyard.to_path_buf(),
         dir_wd,
+        record_wd: None,
         interest,
         buf: Box::new([0; BUF_WORDS]),
     })
@@ -140,11 +143,25 @@ impl GraveyardWatcher {
         Ok(())
     }
 
-    /// Watches this container's own lock file or record (again, after it was put back or
-    /// rewritten): see the module's comment. The watch of a replaced file stays until that
-    /// file is closed; its events are still news (it was ours).
-    pub fn watch_own_file(&self, path: &Path) -> nix::Result<()> {
-        self.inotify.add_watch(path, OWN_FILE).map(|_| ())
+    /// Watches this container's own lock file (again, after it was put back): see the
+    /// module's comment. The watch of a replaced lock file stays until that file is
+    /// closed (it is held, at most 17 of them); its events are still news (it was ours).
+    pub fn watch_own_lock(&self, lock: &Path) -> nix::Result<()> {
+        self.inotify.add_watch(lock, OWN_FILE).map(|_| ())
+    }
+
+    /// Watches this container's own record (again, after it was rewritten or put back),
+    /// and drops the watch of the one before: a record replaced by our own write is freed
+    /// (the kernel drops its watch), but one moved away by a sweep, or still linked
+    /// elsewhere, would keep its watch, and wake the loop, for good.
+    pub fn watch_own_record(&mut self, record: &Path) -> nix::Result<()> {
+        let wd = self.inotify.add_watch(record, OWN_FILE)?;
+        if let Some(old) = self.record_wd.replace(wd) {
+            if old != wd {
+                let _ = self.inotify.rm_watch(old); // (EINVAL: the kernel dropped it already)
+            }
+        }
+        Ok(())
     }
 
     /// Changes what is reported (inotify_add_watch on a watched inode replaces its mask).
@@ -280,7 +297,7 @@ mod tests {
             std::fs::write(d.join(f), "x\n").unwrap();
         }
         let mut w = watch(&d).unwrap();
-        w.watch_own_file(&d.join("me")).unwrap();
+        w.watch_own_record(&d.join("me")).unwrap();
         let all = |_: &str| true;
         // other files leaving wake nothing: a busy program's deletions cost no wake-up
         // (the kernel queues an event within the unlink or rename, so this is exact)
@@ -294,14 +311,21 @@ mod tests {
         std::fs::rename(d.join("tmp"), d.join("me")).unwrap();
         let c = w.drain(all);
         assert!(c.own_files && c.names == ["me"], "{c:?}");
-        w.watch_own_file(&d.join("me")).unwrap();
+        w.watch_own_record(&d.join("me")).unwrap();
         std::fs::remove_file(d.join("me")).unwrap();
         assert!(w.drain(all).own_files, "the own record deleted");
         std::fs::write(d.join("me"), "x\n").unwrap();
-        w.watch_own_file(&d.join("me")).unwrap();
+        w.watch_own_record(&d.join("me")).unwrap();
         let _ = w.drain(all);
         std::fs::rename(d.join("me"), d.join("elsewhere")).unwrap();
         assert!(w.drain(all).own_files, "the own record moved away");
+        // put back and watched again: the one moved away is watched no more (its watch
+        // would wake the loop, and count, for good)
+        std::fs::write(d.join("me"), "x\n").unwrap();
+        w.watch_own_record(&d.join("me")).unwrap();
+        let _ = w.drain(all);
+        std::fs::remove_file(d.join("elsewhere")).unwrap();
+        assert!(!readable(&w), "the record moved away still watched");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
