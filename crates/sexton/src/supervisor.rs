@@ -159,10 +159,8 @@ fn watch_own_files(watcher: Option<&mut GraveyardWatcher>, record: &OwnRecord) -
     let Some(w) = watcher else {
         return true;
     };
-    let lock = record.lock_path().map(|l| (w.watch_own_lock(&l), l));
-    let own = record.record_path().map(|r| (w.watch_own_record(&r), r));
     let mut all = true;
-    for (watched, file) in lock.into_iter().chain(own) {
+    for (file, watched) in watch_own(w, record) {
         if let Err(e) = watched {
             warn!(
                 "cannot watch {} ({e}); polling to notice a removed graveyard",
@@ -172,6 +170,20 @@ fn watch_own_files(watcher: Option<&mut GraveyardWatcher>, record: &OwnRecord) -
         }
     }
     all
+}
+
+/// Watches what is now at the paths of our lock file (if we hold one there) and record (if
+/// we have one); each path with its outcome.
+fn watch_own(
+    w: &mut GraveyardWatcher,
+    record: &OwnRecord,
+) -> Vec<(std::path::PathBuf, nix::Result<()>)> {
+    let lock = record.lock_path().map(|l| (w.watch_own_lock(&l), l));
+    let own = record.record_path().map(|r| (w.watch_own_record(&r), r));
+    lock.into_iter()
+        .chain(own)
+        .map(|(res, f)| (f, res))
+        .collect()
 }
 
 /// Which descriptors `ppoll` found ready.
@@ -439,9 +451,10 @@ impl Supervisor {
         let Some(w) = &mut self.watcher else {
             return !self.presence_lost();
         };
-        let lock = self.record.lock_path().map(|l| w.watch_own_lock(&l));
-        let own = self.record.record_path().map(|r| w.watch_own_record(&r));
-        let watched = lock.into_iter().chain(own).collect::<Result<Vec<()>, _>>();
+        let watched = watch_own(w, &self.record)
+            .into_iter()
+            .map(|(_, watched)| watched)
+            .collect::<Result<Vec<()>, _>>();
         let lost = self.presence_lost();
         debug!(watched = ?watched, lost, "own lock file or record changed");
         watched.is_ok() && !lost
