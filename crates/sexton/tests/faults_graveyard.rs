@@ -847,6 +847,38 @@ fn lock_file_swept_again_and_again_costs_bounded_open_files_and_no_false_death()
     );
 }
 
+/// `main_on_fifo_and_sidecar` (main exits with 3; the sidecar logs at debug level, with
+/// `sidecar_env` too), then a foreign file put at the sidecar's lock path in place of its
+/// lock, which sexton does not replace; that path is returned.
+fn foreign_file_at_the_sidecars_lock(
+    pod: &Pod,
+    sidecar_env: &[(&str, &str)],
+) -> (Container, Container, PathBuf) {
+    let env = [&[("KUBEXIT_LOG_LEVEL", "debug")], sidecar_env].concat();
+    let (main, sidecar) = main_on_fifo_and_sidecar_with(pod, 3, &env);
+    let lock = pod.graveyard.join(".sidecar.lock");
+    fs::remove_file(&lock).unwrap();
+    fs::write(&lock, "not a lock of sexton's").unwrap();
+    (main, sidecar, lock)
+}
+
+/// The foreign file at `lock` removed: the sidecar puts its lock back, and main's death
+/// (3) is seen as usual.
+fn foreign_file_removed_then_main_ends(
+    pod: &Pod,
+    main: &mut Container,
+    sidecar: &mut Container,
+    lock: &Path,
+) {
+    fs::remove_file(lock).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || fs::metadata(lock).is_ok_and(|m| m.len() == 0)),
+        "the sidecar's lock was not put back:\n{}",
+        sidecar.logs()
+    );
+    main_ends_then_sidecar(pod, main, sidecar, 3, "");
+}
+
 /// A graveyard that cannot be put right (a foreign file at the sidecar's lock path, which
 /// it does not replace) is found lost at every poll: said once, then once a minute, not at
 /// every poll for the pod's life (here every 50 ms: before, a warning each time). Once the
@@ -854,18 +886,10 @@ fn lock_file_swept_again_and_again_costs_bounded_open_files_and_no_false_death()
 #[test]
 fn graveyard_lost_at_every_poll_is_said_once_a_minute() {
     let pod = Pod::new("losses");
-    let (mut main, mut sidecar) = main_on_fifo_and_sidecar_with(
+    let (mut main, mut sidecar, lock) = foreign_file_at_the_sidecars_lock(
         &pod,
-        3,
-        &[
-            ("KUBEXIT_WATCH", "poll"),
-            ("KUBEXIT_POLL_INTERVAL", "50ms"),
-            ("KUBEXIT_LOG_LEVEL", "debug"),
-        ],
+        &[("KUBEXIT_WATCH", "poll"), ("KUBEXIT_POLL_INTERVAL", "50ms")],
     );
-    let lock = pod.graveyard.join(".sidecar.lock");
-    fs::remove_file(&lock).unwrap();
-    fs::write(&lock, "not a lock of sexton's").unwrap();
     let (said, again) = (
         "was removed, replaced or emptied",
         "the graveyard was lost again",
@@ -879,14 +903,8 @@ fn graveyard_lost_at_every_poll_is_said_once_a_minute() {
         sidecar.logs()
     );
     assert_eq!(count(&sidecar.logs(), said), 1, "{}", sidecar.logs());
-    fs::remove_file(&lock).unwrap();
-    assert!(
-        wait_until(TIMEOUT, || fs::metadata(&lock).is_ok_and(|m| m.len() == 0)),
-        "the sidecar's lock was not put back:\n{}",
-        sidecar.logs()
-    );
     assert!(sidecar.is_running(), "{}", sidecar.logs());
-    main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 3, "");
+    foreign_file_removed_then_main_ends(&pod, &mut main, &mut sidecar, &lock);
 }
 
 /// The same foreign file at the lock's path under the default watch does not feed the
@@ -899,17 +917,8 @@ fn graveyard_lost_at_every_poll_is_said_once_a_minute() {
 #[test]
 fn foreign_file_at_the_lock_path_does_not_spin_the_default_watch() {
     let pod = Pod::new("nospin");
-    let (mut main, mut sidecar) = main_on_fifo_and_sidecar_with(
-        &pod,
-        3,
-        &[
-            ("KUBEXIT_POLL_INTERVAL", "200ms"),
-            ("KUBEXIT_LOG_LEVEL", "debug"),
-        ],
-    );
-    let lock = pod.graveyard.join(".sidecar.lock");
-    fs::remove_file(&lock).unwrap();
-    fs::write(&lock, "not a lock of sexton's").unwrap();
+    let (mut main, mut sidecar, lock) =
+        foreign_file_at_the_sidecars_lock(&pod, &[("KUBEXIT_POLL_INTERVAL", "200ms")]);
     sidecar.wait_log("was removed, replaced or emptied");
     std::thread::sleep(Duration::from_millis(500));
     let again = count(&sidecar.logs(), "the graveyard was lost again");
@@ -923,13 +932,7 @@ fn foreign_file_at_the_lock_path_does_not_spin_the_default_watch() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    fs::remove_file(&lock).unwrap();
-    assert!(
-        wait_until(TIMEOUT, || fs::metadata(&lock).is_ok_and(|m| m.len() == 0)),
-        "the sidecar's lock was not put back:\n{}",
-        sidecar.logs()
-    );
-    main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 3, "");
+    foreign_file_removed_then_main_ends(&pod, &mut main, &mut sidecar, &lock);
 }
 
 /// A graveyard removed or emptied under a running sidecar is noticed at once, not at the
