@@ -42,6 +42,9 @@ P.add_argument("--no-limits", action="store_true", help="skip the reviews at the
 P.add_argument("--timeline", help="write every legitimate review's timings (JSON lines) here")
 P.add_argument("--out", help="write the tables, stamped, as Markdown here")
 P.add_argument("--max-rss-mib", type=int, help="fail when the webhook's peak RSS exceeds this")
+P.add_argument("--key", default="ecdsa",
+               help="serving key(s), comma-separated, each run in turn: ecdsa (P-256, what the chart's "
+                    "self-managed and cert-manager modes issue) or rsa (2048 bits, a certificate of your own)")
 OPT = P.parse_args()
 PER_CLIENT = 64
 PORT, CA = None, None
@@ -298,11 +301,21 @@ def summary(samples):
     return out
 
 
-def start_webhook(binary, d):
+# openssl's arguments for each serving key (--key)
+KEYS = {"ecdsa": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"], "rsa": ["-newkey", "rsa:2048"]}
+
+
+def label(r):
+    """A contender's name in the tables: the binary, and the key when more than one is run."""
+    b = os.path.basename(r["bin"])
+    return f"{b} ({r['key']})" if len(OPT.key.split(",")) > 1 else b
+
+
+def start_webhook(binary, d, key):
     global PORT
     s = socket.socket(); s.bind(("127.0.0.1", 0)); PORT = s.getsockname()[1]; s.close()
     w = subprocess.Popen([binary, "webhook", "--listen", f"127.0.0.1:{PORT}", "--metrics-addr", "127.0.0.1:0",
-                          "--health-addr", "127.0.0.1:0", "--tls-cert-file", CA, "--tls-key-file", f"{d}/tls.key",
+                          "--health-addr", "127.0.0.1:0", "--tls-cert-file", CA, "--tls-key-file", f"{d}/{key}.key",
                           "--kubernetes-version", "1.34", "--kubeconfig", f"{d}/kubeconfig", "--log-level", "error"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
@@ -313,12 +326,13 @@ def start_webhook(binary, d):
     return w
 
 
-def one_run(binary, d, timeline):
+def one_run(binary, d, key, timeline):
     """Quiet then hostile phase (then the limits) against a fresh webhook: a dict of results."""
-    global STOP
+    global STOP, CA
     STOP = threading.Event()
-    w = start_webhook(binary, d)
-    res = {"bin": binary}
+    CA = f"{d}/{key}.crt"
+    w = start_webhook(binary, d, key)
+    res = {"bin": binary, "key": key}
     try:
         legit_phase(2)
         watch = Watch(w.pid)
@@ -367,7 +381,7 @@ def limits(pid):
 
 
 def report(r):
-    print(f"== {r['bin']}")
+    print(f"== {r['bin']}, {r['key']} key")
     for phase in ("quiet", "hostile"):
         x = r[phase]
         q = r["quiet"]
@@ -400,50 +414,55 @@ def markdown(results, st):
         for phase in ("quiet", "hostile"):
             for kind in ("kept", "new"):
                 x, q = r[phase][kind], r["quiet"][kind]
-                L.append(f"| `{os.path.basename(r['bin'])}` | {r['round']} | {phase} | {kind} | {x['n']} | "
+                L.append(f"| `{label(r)}` | {r['round']} | {phase} | {kind} | {x['n']} | "
                          f"{x['p50']:.2f} | {x['p99']:.2f} | {x['p99'] / q['p99']:.2f} | {r[phase]['peak_rss_mib']} |")
     limits = [(r, l) for r in results for l in r.get("limits", [])]
     if limits:
         L += ["", "| binary | round | review at the limits | body bytes | 4 at once, ms | peak RSS (VmHWM) MiB |",
               "|---|---|---|---|---|---|"]
-        L += [f"| `{os.path.basename(r['bin'])}` | {r['round']} | {l['what']} | {l['body']} | {l['ms_for_4']} | "
+        L += [f"| `{label(r)}` | {r['round']} | {l['what']} | {l['body']} | {l['ms_for_4']} | "
               f"{l['vmhwm_mib']} |" for r, l in limits]
     return "\n".join(L) + "\n"
 
 
 def main():
-    global CA
+    keys = OPT.key.split(",")
+    for k in keys:
+        if k not in KEYS:
+            sys.exit(f"webhook-hostile: --key {k}: expected ecdsa or rsa")
     st = stamp.begin()
     d = tempfile.mkdtemp(prefix="sexton-bench-hostile-")
-    CA = f"{d}/tls.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", f"{d}/tls.key", "-out", CA],
-                   check=True, capture_output=True)
+    for k in keys:
+        subprocess.run(["openssl", "req", "-x509", *KEYS[k], "-nodes", "-days", "1", "-subj", "/CN=bench",
+                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", f"{d}/{k}.key", "-out", f"{d}/{k}.crt"],
+                       check=True, capture_output=True)
     open(f"{d}/kubeconfig", "w").write(
         "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
         "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
     tl = open(OPT.timeline, "w") if OPT.timeline else None
     results = []
+    contenders = [(b, k) for b in OPT.bins for k in keys]
     for rnd in range(OPT.rounds):
-        for b in OPT.bins:
+        for b, k in contenders:
             def timeline(phase, got):
                 if tl:
                     for kind, samples in got.items():
                         for s in samples:
-                            tl.write(json.dumps({"round": rnd, "bin": b, "phase": phase, "client": kind, "t": s}) + "\n")
-            r = one_run(b, d, timeline)
+                            tl.write(json.dumps({"round": rnd, "bin": b, "key": k, "phase": phase, "client": kind,
+                                                 "t": s}) + "\n")
+            r = one_run(b, d, k, timeline)
             r["round"] = rnd
             report(r)
             results.append(r)
     if len(results) > 1:
         print("== medians over rounds (p99 ms quiet -> hostile, ratio)")
-        for b in OPT.bins:
-            rs = [r for r in results if r["bin"] == b]
+        for b, k in contenders:
+            rs = [r for r in results if (r["bin"], r["key"]) == (b, k)]
             for kind in ("kept", "new"):
                 qs = [r["quiet"][kind]["p99"] for r in rs]
                 hs = [r["hostile"][kind]["p99"] for r in rs]
                 ratios = [h / q for h, q in zip(hs, qs)]
-                print(f"  {b} {kind}: p99 {statistics.median(qs):.1f} -> {statistics.median(hs):.1f} ms, "
+                print(f"  {label(rs[0])} {kind}: p99 {statistics.median(qs):.1f} -> {statistics.median(hs):.1f} ms, "
                       f"ratio median {statistics.median(ratios):.2f} (each: {', '.join(f'{x:.2f}' for x in ratios)}); "
                       f"peak RSS {max(r['vmhwm_mib'] for r in rs)} MiB")
     print("json: " + json.dumps(results))

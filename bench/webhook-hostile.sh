@@ -6,13 +6,14 @@
 # more than once (say main's binary and a branch's): they are run in turn, round after round.
 #   bench/webhook-hostile.sh [--bin FILE]... [--rounds N] [--secs N] [--hostile-addresses N]
 #                            [--no-limits] [--timeline FILE] [--out FILE.md] [--max-rss-mib N]
+#                            [--key ecdsa|rsa|ecdsa,rsa]  (the serving key: default ecdsa, as the chart issues)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BINS=() PASS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BINS+=("$2"); shift ;;
-    --secs|--hostile-addresses|--rounds|--timeline|--out|--max-rss-mib) PASS+=("$1" "$2"); shift ;;
+    --secs|--hostile-addresses|--rounds|--timeline|--out|--max-rss-mib|--key) PASS+=("$1" "$2"); shift ;;
     --no-limits) PASS+=("$1") ;;
     *) echo "webhook-hostile.sh: unknown argument $1" >&2; exit 2 ;;
   esac
