@@ -446,18 +446,34 @@ impl Supervisor {
     /// the graveyard gone: record.rs restores it on its own; and each write of our record
     /// replaces it), then check that we are still in the graveyard. In that order, an
     /// unlink after the watch raises an event and one before it fails the check. `false`:
-    /// our presence is lost.
+    /// our presence is lost. A file that vanished before its watch (ENOENT) counts as lost;
+    /// a watch refused for want of resources (ENOSPC: the user's inotify watches are used
+    /// up; ENOMEM) says nothing about the graveyard, so the poll takes over instead.
     fn follow_own_files(&mut self) -> bool {
         let Some(w) = &mut self.watcher else {
             return !self.presence_lost();
         };
-        let watched = watch_own(w, &self.record)
-            .into_iter()
-            .map(|(_, watched)| watched)
-            .collect::<Result<Vec<()>, _>>();
+        let mut vanished = false;
+        for (file, watched) in watch_own(w, &self.record) {
+            match watched {
+                Ok(()) => {}
+                Err(Errno::ENOENT) => vanished = true,
+                Err(e) => {
+                    // (said once: a file replaced again and again would say it each time)
+                    if !self.always_poll {
+                        warn!(
+                            "cannot watch {} ({e}); polling to notice a removed graveyard",
+                            file.display()
+                        );
+                    }
+                    self.poll = Some(self.cfg.poll_interval);
+                    self.always_poll = true;
+                }
+            }
+        }
         let lost = self.presence_lost();
-        debug!(watched = ?watched, lost, "own lock file or record changed");
-        watched.is_ok() && !lost
+        debug!(vanished, lost, "own lock file or record changed");
+        !vanished && !lost
     }
 
     /// Watches our lock file and record again (new ones are in place); the poll covers

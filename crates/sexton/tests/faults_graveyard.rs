@@ -753,6 +753,55 @@ fn own_tombstone_deleted_alone_is_put_back_at_once() {
     main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 0, "");
 }
 
+/// Inotify watches used up (ENOSPC: here the sidecar's user namespace's
+/// `max_inotify_watches` is lowered to 0 once it watches) say nothing about the graveyard.
+/// When the sidecar's record is replaced by a copy, a new file to watch, the sidecar says
+/// it cannot watch it and polls; it does not find its graveyard lost (before: a false
+/// "removed, replaced or emptied", and a rescan). Main's death is still seen.
+#[test]
+fn inotify_watches_used_up_fall_back_to_the_poll_not_to_a_lost_graveyard() {
+    let pod = Pod::new("enospc");
+    pod.fifo("fifo");
+    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
+    let mut c = Command::new("unshare");
+    c.args(["--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(sexton_bin())
+        .args(["--", "sh", "-c", &term_recorder("term", 0)])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+        .env("KUBEXIT_NAME", "sidecar")
+        .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
+        .env("KUBEXIT_DEATH_DEPS", "main")
+        .env("KUBEXIT_LOG_LEVEL", "debug")
+        .env("POD", &pod.root);
+    let mut sidecar = pod.spawn("sidecar", c);
+    pod.wait_born("main");
+    pod.wait_born("sidecar");
+    pod.wait_file("term.started");
+    let lowered = Command::new("nsenter")
+        .args(["--user", "--target", &sidecar.child.id().to_string(), "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_inotify_watches")
+        .status()
+        .unwrap();
+    assert!(lowered.success(), "cannot lower the sidecar's max_inotify_watches");
+    let record = pod.tombstone_path("sidecar");
+    fs::copy(&record, pod.path("sidecar.copy")).unwrap();
+    fs::rename(pod.path("sidecar.copy"), &record).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || sidecar.logs().contains("cannot watch")),
+        "the sidecar did not say that it cannot watch its new record:\n{}",
+        sidecar.logs()
+    );
+    let logs = sidecar.logs();
+    assert!(!logs.contains("was removed, replaced or emptied"), "{logs}");
+    assert!(logs.contains("polling"), "{logs}");
+    assert!(sidecar.is_running(), "{logs}");
+    fs::write(pod.path("fifo"), "go\n").unwrap();
+    assert_eq!(main.wait(), 0, "{}", main.logs());
+    assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
+    assert!(exists(&pod.path("term")), "the sidecar's child was not stopped by TERM");
+}
+
 /// A cleanup that deletes a sidecar's lock file again and again costs its supervisor a
 /// bounded number of open files: it puts a new lock back 16 times, keeping the superseded
 /// ones held (a peer's waiter may block on any of them, and would take its release for
