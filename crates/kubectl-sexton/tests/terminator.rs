@@ -322,6 +322,9 @@ async fn no_second_patch_even_after_a_controller_restart() {
     let rv = after.metadata.resource_version.clone().unwrap();
     // The controller sees its own patch: done, no second write.
     assert_eq!(first.wait_decision(&ns, "job", &rv), "done");
+    // Its Event is posted from a queue, after the patch: killed before, it would be lost
+    // (Events are best effort), and the count below would read 0 (seen under load).
+    wait_event(&client, &ns, "job", "SidecarSwapped").await;
     drop(first); // SIGKILL
 
     let second = Ctl::start(&scratch, "second", controller_kubeconfig(), &args, &[]);
