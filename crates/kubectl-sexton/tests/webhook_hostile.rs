@@ -213,7 +213,12 @@ async fn until_closed(stream: &mut TlsStream<tokio::net::TcpStream>) -> Option<S
 
 /// POSTs `body` to `path` (HTTP/1.1, one request); the status and body of the answer.
 async fn post(w: &Lone, path: &str, body: &[u8]) -> (u16, String) {
-    let mut s = connect(w, [127, 0, 0, 1], &connector(&w.ca, None))
+    post_to(w.port, &w.ca, path, body).await
+}
+
+/// The same, to the webhook on `port` whose CA is `ca`.
+async fn post_to(port: u16, ca: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let mut s = tls_to(port, [127, 0, 0, 1], connector(ca, None))
         .await
         .unwrap();
     let head = format!(
@@ -673,4 +678,150 @@ async fn with_a_client_ca_only_clients_it_signed_are_served() {
     s.write_all(body.as_bytes()).await.unwrap();
     let answer = until_closed(&mut s).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// The webhook's resident memory, in KiB.
+fn rss_kib(w: &Lone) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", w.process.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A registry that accepts connections and never answers: an image lookup from it waits
+/// until the webhook's `--registry-timeout`. Its connections are counted as they come.
+fn silent_registry() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
+    std::thread::spawn(move || {
+        let mut held = vec![];
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    (address, accepted)
+}
+
+/// A Pod for `wrap` whose sidecar's image has no command in the Pod: it is looked up.
+fn looked_up_pod(image: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "looked-up", "annotations": {"sexton.dev/inject": "wrap", "sexton.dev/sidecars": "proxy"}},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "app:1", "command": ["run"]},
+            {"name": "proxy", "image": image},
+        ]},
+    })
+}
+
+/// A review of about 3 MiB (a Pod with 15 000 environment variables of 170 bytes), which
+/// asks for nothing.
+fn big_review() -> Vec<u8> {
+    let env: Vec<Value> = (0..15_000)
+        .map(|i| json!({"name": format!("V{i}"), "value": "x".repeat(170)}))
+        .collect();
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "app:1", "env": env}]},
+    });
+    review("default", pod).to_string().into_bytes()
+}
+
+/// Complete bodies that wait for a review's turn are held within the body budget (16 MiB;
+/// `limits::BODY_BUDGET`), not each whole: with both turns held by image lookups that
+/// silent registries stall, 32 reviews of 3 MiB sent at once raise the webhook's resident
+/// memory by less than 40 MiB (before, every body was read whole first: about 100 MiB more).
+/// Each is answered: injected, or refused as busy (503: those that found no room in the
+/// budget within a second), and a review sent afterwards is served.
+#[tokio::test]
+async fn bodies_waiting_for_a_turn_are_held_within_the_budget() {
+    let w = lone("hostile-budget", &["--registry-timeout", "8s"]);
+    let mut stalled = vec![];
+    let mut registries = vec![];
+    for i in 0..2 {
+        let (registry, accepted) = silent_registry();
+        let body = review("default", looked_up_pod(&format!("{registry}/proxy:{i}"))).to_string();
+        let (port, ca) = (w.port, w.ca.clone());
+        stalled.push(tokio::spawn(async move {
+            post_to(port, &ca, "/mutate/annotated", body.as_bytes()).await
+        }));
+        registries.push(accepted);
+    }
+    let both_looking_up = || {
+        registries
+            .iter()
+            .all(|a| a.load(std::sync::atomic::Ordering::SeqCst) > 0)
+    };
+    let until = Instant::now() + PATIENCE;
+    while !both_looking_up() {
+        assert!(
+            Instant::now() < until,
+            "the two lookups did not reach their registries"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = rss_kib(&w);
+    let body = Arc::new(big_review());
+    let waiting: Vec<_> = (0..32)
+        .map(|_| {
+            let (port, ca, body) = (w.port, w.ca.clone(), body.clone());
+            tokio::spawn(async move { post_to(port, &ca, "/mutate", &body).await })
+        })
+        .collect();
+    // while the turns are held (8 s), the memory the waiting bodies take
+    let mut most = 0;
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        most = most.max(rss_kib(&w).saturating_sub(before));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        most < 40 << 10,
+        "32 waiting bodies of 3 MiB took {} MiB",
+        most >> 10
+    );
+    for r in waiting {
+        let (status, text) = r.await.unwrap();
+        match status {
+            200 => assert_eq!(response(&(status, text))["allowed"], true),
+            _ => assert!(
+                status == 503 && text.contains("try again"),
+                "{status} {text}"
+            ),
+        }
+    }
+    for r in stalled {
+        assert_eq!(response(&r.await.unwrap())["allowed"], true);
+    }
+    let after = post(&w, "/mutate", &big_review()).await;
+    assert_eq!(response(&after)["allowed"], true);
+}
+
+/// A client whose first ClientHello makes the server ask for another (a HelloRetryRequest:
+/// its key share is for X448, which the webhook does not offer, and it also lists X25519)
+/// is refused: its second ClientHello, and so a signature, would be processed after its
+/// address's turn, beside the turns. One that sends an X25519 share, as the API server's Go
+/// client does, is served.
+#[test]
+fn a_client_that_needs_a_hello_retry_is_refused() {
+    let w = lone("hostile-hrr", &[]);
+    let s_client = |groups: &str| {
+        let out = Command::new("openssl")
+            .args(["s_client", "-connect", &format!("127.0.0.1:{}", w.port)])
+            .args(["-tls1_3", "-groups", groups, "-CAfile", &w.ca, "-brief"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        format!("{}{}", text(&out.stdout), text(&out.stderr))
+    };
+    let served = s_client("X25519");
+    assert!(served.contains("CONNECTION ESTABLISHED"), "{served}");
+    let retried = s_client("X448:X25519");
+    assert!(!retried.contains("CONNECTION ESTABLISHED"), "{retried}");
+    w.process.wait_log("HelloRetryRequest");
 }

@@ -13,6 +13,8 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::limits::MAX_ANSWER_BYTES;
+
 /// The review as received.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -116,6 +118,25 @@ impl IntoResponse for Answer {
             },
         };
         match serde_json::to_vec(&written) {
+            // (the fallback is not checked again: its echoed strings are bounded by the
+            // review's check, `limits::echoed_too_long`)
+            Ok(body) if body.len() > MAX_ANSWER_BYTES => {
+                let why = format!(
+                    "sexton: pod admitted unchanged: the answer would be {} bytes, more than the webhook sends ({MAX_ANSWER_BYTES})",
+                    body.len()
+                );
+                let unchanged = Written {
+                    response: WrittenResponse {
+                        patch: None,
+                        patch_type: None,
+                        warnings: &[why],
+                        ..written.response
+                    },
+                    ..written
+                };
+                let body = serde_json::to_vec(&unchanged).unwrap_or_default();
+                ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+            }
             Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
             // (strings and a bool: cannot fail)
             Err(e) => (

@@ -4,10 +4,13 @@
 //! HTTP error for a body that is not a review, else the Pod admitted unchanged with a
 //! warning that names the limit): the webhook's memory stays bounded whatever arrives.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
+use http_body_util::BodyExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The API server sends at most about 3 MiB (its request limit); more is not from it.
 pub const MAX_REVIEW_BYTES: usize = 3 << 20;
@@ -20,6 +23,55 @@ pub const MAX_JSON_VALUES: usize = 100_000;
 /// review at the body and value limits peaks at about 50 MB (the tree and the copy the
 /// injection works on; BENCHMARKS.md), so two stay well under the chart's 256Mi.
 pub const CONCURRENT_REVIEWS: usize = 2;
+/// Bytes of request bodies held at once, whole or arriving, by every connection together:
+/// each frame is counted as it arrives (so a slow body holds only what it sent) and given
+/// back when its review is answered; a frame beyond it waits, within the body's deadline.
+/// Without it, bodies were read whole before a review's turn: 64 complete bodies of 3 MiB
+/// on one HTTP/2 connection's 32 streams each were 192 MiB before any was worked on. With
+/// the connections' own buffers bounded (`server.rs`: HTTP/1 16 KiB, HTTP/2 windows of 32
+/// KiB), the webhook's memory is bounded by this, the reviews' turns and the connections.
+pub const BODY_BUDGET: usize = 16 << 20;
+/// How long a frame waits for room in the budget before its review is refused as busy
+/// (503, the failurePolicy applies), giving back what it held: bodies that each hold part
+/// of the budget and wait for more would otherwise wait for one another until their
+/// deadline.
+pub const BUDGET_WAIT: Duration = Duration::from_secs(1);
+/// The budget's unit (a semaphore's permits are counted in u32).
+const BUDGET_UNIT: usize = 1 << 10;
+// (a body's buffer, grown by doubling, must fit the budget, or it would wait for ever)
+const _: () = assert!(2 * MAX_REVIEW_BYTES <= BODY_BUDGET);
+
+/// The body budget ([`BODY_BUDGET`]) as a semaphore of [`BUDGET_UNIT`]s.
+pub fn body_budget() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(BODY_BUDGET / BUDGET_UNIT))
+}
+
+/// The longest answer: the patch's limit in base64, and room for the rest (the echoed
+/// apiVersion, kind and uid, each at most [`MAX_ECHOED`] bytes, and the warnings); a longer
+/// one admits the Pod unchanged (`answer.rs`).
+pub const MAX_ANSWER_BYTES: usize = MAX_PATCH_BYTES.div_ceil(3) * 4 + (64 << 10);
+/// The review's strings an answer repeats (a UID is 36 bytes, the others a few).
+pub const MAX_ECHOED: usize = 256;
+/// Bytes of answers held at once, reserved at [`MAX_ANSWER_BYTES`] each before a review
+/// takes its turn and given back when the answer has been sent or its connection closed.
+/// An answer is held until the client reads it: an HTTP/2 client that never does would
+/// keep one per stream (32 per connection, 64 connections per address, each up to 1.4 MB)
+/// until the connection is closed as idle, 10 s later.
+pub const ANSWER_BUDGET: usize = 24 << 20;
+
+/// The answer budget ([`ANSWER_BUDGET`]) as a semaphore of answers.
+pub fn answer_budget() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(ANSWER_BUDGET / MAX_ANSWER_BYTES))
+}
+
+/// Why a review's strings that its answer repeats are refused, if one is too long.
+pub fn echoed_too_long(fields: &[(&str, &str)]) -> Option<String> {
+    let (name, value) = fields.iter().find(|(_, v)| v.len() > MAX_ECHOED)?;
+    Some(format!(
+        "the review's {name} is {} bytes, more than {MAX_ECHOED}: not from an API server\n",
+        value.len()
+    ))
+}
 
 /// Why a body is not read.
 #[derive(Debug, PartialEq, Eq)]
@@ -28,6 +80,7 @@ pub enum BodyRefused {
     TooSlow,
     Broken,
     TooManyValues(usize),
+    Busy,
 }
 
 impl BodyRefused {
@@ -51,6 +104,13 @@ impl BodyRefused {
                 StatusCode::BAD_REQUEST,
                 "the review's body could not be read\n".into(),
             ),
+            BodyRefused::Busy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the webhook holds {} MiB of reviews already; try again\n",
+                    BODY_BUDGET >> 20
+                ),
+            ),
             BodyRefused::TooManyValues(n) => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("the review holds more than {MAX_JSON_VALUES} JSON values ({n} counted)\n"),
@@ -60,8 +120,13 @@ impl BodyRefused {
 }
 
 /// The body, read within [`BODY_TIMEOUT`], at most [`MAX_REVIEW_BYTES`] (refused at once
-/// when its Content-Length says more), and with at most [`MAX_JSON_VALUES`] values.
-pub async fn read_body(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, BodyRefused> {
+/// when its Content-Length says more), and with at most [`MAX_JSON_VALUES`] values; with
+/// its share of the [`BODY_BUDGET`], to be held until its review is answered.
+pub async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    budget: &Arc<Semaphore>,
+) -> Result<(axum::body::Bytes, OwnedSemaphorePermit), BodyRefused> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -69,24 +134,52 @@ pub async fn read_body(headers: &HeaderMap, body: Body) -> Result<axum::body::By
     if declared.is_some_and(|n| n > MAX_REVIEW_BYTES as u64) {
         return Err(BodyRefused::TooLarge);
     }
-    let bytes = match tokio::time::timeout(
-        BODY_TIMEOUT,
-        axum::body::to_bytes(body, MAX_REVIEW_BYTES),
-    )
-    .await
-    {
+    let (bytes, held) = match tokio::time::timeout(BODY_TIMEOUT, budgeted(body, budget)).await {
         Err(_) => return Err(BodyRefused::TooSlow),
-        Ok(Err(e)) if is_length_limit(&e) => return Err(BodyRefused::TooLarge),
-        Ok(Err(_)) => return Err(BodyRefused::Broken),
-        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(read)) => read,
     };
     match json_values(&bytes) {
         n if n > MAX_JSON_VALUES => Err(BodyRefused::TooManyValues(n)),
-        _ => Ok(bytes),
+        _ => Ok((bytes, held)),
     }
 }
 
-fn is_length_limit(e: &axum::Error) -> bool {
+/// The body's frames, each counted against the budget as it arrives (the buffer's capacity,
+/// which grows by doubling, not only its length).
+async fn budgeted(
+    body: Body,
+    budget: &Arc<Semaphore>,
+) -> Result<(axum::body::Bytes, OwnedSemaphorePermit), BodyRefused> {
+    let mut body = http_body_util::Limited::new(body, MAX_REVIEW_BYTES);
+    let mut held = budget
+        .clone()
+        .acquire_many_owned(0)
+        .await
+        .expect("never closed");
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| match is_length_limit(&*e) {
+            true => BodyRefused::TooLarge,
+            false => BodyRefused::Broken,
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue; // (trailers)
+        };
+        bytes.reserve(data.len());
+        let units = bytes.capacity().div_ceil(BUDGET_UNIT) - held.num_permits();
+        let more = u32::try_from(units).unwrap_or(u32::MAX);
+        let room = tokio::time::timeout(BUDGET_WAIT, budget.clone().acquire_many_owned(more));
+        let Ok(room) = room.await else {
+            return Err(BodyRefused::Busy);
+        };
+        held.merge(room.expect("never closed"));
+        bytes.extend_from_slice(&data);
+    }
+    Ok((bytes.into(), held))
+}
+
+fn is_length_limit(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if s.is::<http_body_util::LengthLimitError>() {

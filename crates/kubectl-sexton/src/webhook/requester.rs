@@ -17,7 +17,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use serde_json::json;
 use tracing::warn;
 
-use super::limits::read_body;
+use super::limits::echoed_too_long;
 use super::review::Reviewer;
 use crate::shared::ephemeraljob::{ANNOTATION_REQUESTER, Requester};
 
@@ -26,12 +26,18 @@ pub async fn stamp(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let body = match read_body(&headers, body).await {
-        Ok(b) => b,
-        Err(refused) => return refused.answer().into_response(),
+    // (a review's turn too: parsing a body at the limits costs what an injection's does)
+    let (body, _turn, held) = match reviewer.take(&headers, body).await {
+        Ok(taken) => taken,
+        Err(refused) => return refused,
     };
+    held.answer(stamp_read(&reviewer, &body))
+}
+
+/// The answer to a review whose body was read.
+fn stamp_read(reviewer: &Reviewer, body: &[u8]) -> Response {
     let started = Instant::now();
-    let request = serde_json::from_slice::<AdmissionReview<DynamicObject>>(&body)
+    let request = serde_json::from_slice::<AdmissionReview<DynamicObject>>(body)
         .map_err(|e| format!("not an AdmissionReview: {e}"))
         .and_then(|r| {
             TryInto::<AdmissionRequest<DynamicObject>>::try_into(r)
@@ -41,6 +47,9 @@ pub async fn stamp(
         Ok(r) => r,
         Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
     };
+    if let Some(why) = echoed_too_long(&[("request.uid", request.uid.as_str())]) {
+        return (StatusCode::BAD_REQUEST, why).into_response();
+    }
     let (response, result) = stamped(&request);
     reviewer.metrics.reviewed(result, started.elapsed());
     axum::Json(response.into_review()).into_response()

@@ -20,10 +20,14 @@ use serde_json::Value;
 use sexton_inject::{
     ANNOTATION_INJECT, Admission, ImageCommand, Options, Outcome, Resolve, Scope, Unresolved, admit,
 };
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use super::answer::{Answer, Request, Review};
-use super::limits::{CONCURRENT_REVIEWS, beyond_limits, escaped, patch_too_large, read_body};
+use super::limits::{
+    CONCURRENT_REVIEWS, answer_budget, beyond_limits, body_budget, echoed_too_long, escaped,
+    patch_too_large, read_body,
+};
 use super::metrics::WebhookMetrics;
 use crate::shared::registry::{RegistryOpts, lookup_all};
 
@@ -48,7 +52,96 @@ pub struct Reviewer {
     pub client: kube::Client,
     lookups: Mutex<HashMap<String, (Instant, Lookup)>>,
     /// Reviews worked on at once (`limits::CONCURRENT_REVIEWS`).
-    turns: tokio::sync::Semaphore,
+    turns: Arc<Semaphore>,
+    /// Bytes of bodies held at once (`limits::BODY_BUDGET`).
+    budget: Arc<Semaphore>,
+    /// Answers held at once (`limits::ANSWER_BUDGET`).
+    answers: Arc<Semaphore>,
+}
+
+/// What a review holds while it is worked on: its body's share of the budget and one of
+/// the turns. Moved into any work that outlives the request (a blocking thread goes on
+/// when the client gives up; the turn must go on with it, or each reset HTTP/2 stream
+/// would start one more injection beside the turns).
+pub struct Turn {
+    _body: OwnedSemaphorePermit,
+    _review: OwnedSemaphorePermit,
+}
+
+/// A review's place in the answer budget (`limits::ANSWER_BUDGET`), held by its answer
+/// until sent (`Held::answer`).
+pub struct Held {
+    _share: OwnedSemaphorePermit,
+}
+
+impl Held {
+    /// The response, holding its place until its body has been sent or dropped.
+    pub fn answer(self, response: Response) -> Response {
+        response.map(|body| Body::new(HeldBody { body, _held: self }))
+    }
+}
+
+/// A response's body with its place in the answer budget. (`BodyExt::map_frame` would do,
+/// but drops the exact size, and the answer would go out chunked.)
+struct HeldBody {
+    body: Body,
+    _held: Held,
+}
+
+impl hyper::body::Body for HeldBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Reviewer {
+    /// The review's body, read within the limits, then its place in the answer budget, then
+    /// its turn (in that order: a review in its turn never waits for a budget); or the answer
+    /// that refuses it.
+    pub async fn take(
+        &self,
+        headers: &HeaderMap,
+        body: Body,
+    ) -> Result<(axum::body::Bytes, Arc<Turn>, Held), Response> {
+        let (bytes, body_share) = match read_body(headers, body, &self.budget).await {
+            Ok(read) => read,
+            Err(refused) => {
+                self.metrics.reviewed("refused-body", Duration::ZERO);
+                return Err(refused.answer().into_response());
+            }
+        };
+        let held = self
+            .answers
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("never closed");
+        let review = self
+            .turns
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("never closed");
+        let turn = Turn {
+            _body: body_share,
+            _review: review,
+        };
+        Ok((bytes, Arc::new(turn), Held { _share: held }))
+    }
 }
 
 impl Reviewer {
@@ -68,7 +161,9 @@ impl Reviewer {
             pull_secrets,
             client,
             lookups: Mutex::default(),
-            turns: tokio::sync::Semaphore::new(CONCURRENT_REVIEWS),
+            turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
+            budget: body_budget(),
+            answers: answer_budget(),
         }
     }
 }
@@ -98,16 +193,20 @@ async fn answer(
     headers: &HeaderMap,
     body: Body,
 ) -> Response {
-    let body = match read_body(headers, body).await {
-        Ok(b) => b,
-        Err(refused) => {
-            reviewer.metrics.reviewed("refused-body", Duration::ZERO);
-            return refused.answer().into_response();
-        }
+    let (body, turn, held) = match reviewer.take(headers, body).await {
+        Ok(taken) => taken,
+        Err(refused) => return refused,
     };
-    let Ok(_turn) = reviewer.turns.acquire().await else {
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
-    };
+    held.answer(reviewed(reviewer, scope, body, turn).await)
+}
+
+/// The answer to a review whose body was read and which has its turn.
+async fn reviewed(
+    reviewer: Arc<Reviewer>,
+    scope: Scope,
+    body: axum::body::Bytes,
+    turn: Arc<Turn>,
+) -> Response {
     let started = Instant::now();
     let mut review: Review = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -128,9 +227,17 @@ async fn answer(
         )
             .into_response();
     };
+    let echoed = [
+        ("apiVersion", review.api_version.as_str()),
+        ("kind", review.kind.as_str()),
+        ("request.uid", request.uid.as_str()),
+    ];
+    if let Some(why) = echoed_too_long(&echoed) {
+        return (StatusCode::BAD_REQUEST, why).into_response();
+    }
     let pod = request.object.take();
     let allowed = Answer::allowed(&review, &request);
-    let (answer, result) = review_pod(&reviewer, &request, allowed, pod, scope, bytes).await;
+    let (answer, result) = review_pod(&reviewer, &request, allowed, pod, scope, bytes, turn).await;
     reviewer.metrics.reviewed(result, started.elapsed());
     answer.into_response()
 }
@@ -143,6 +250,7 @@ async fn review_pod(
     pod: Option<Value>,
     scope: Scope,
     bytes: usize,
+    turn: Arc<Turn>,
 ) -> (Answer, &'static str) {
     let Some(pod) = pod.filter(|_| is_pod_create(request)) else {
         return (allowed, "skipped");
@@ -153,7 +261,7 @@ async fn review_pod(
     let namespace = request.namespace.clone().unwrap_or_default();
     let admission = match beyond_limits(&pod) {
         Some(why) if in_scope(&pod, scope) => refused(why),
-        _ => injected_once(reviewer, pod, scope, options, namespace, bytes).await,
+        _ => injected_once(reviewer, pod, scope, options, namespace, bytes, turn).await,
     };
     let result = match &admission.outcome {
         None if admission.patch.is_empty() => "unchanged",
@@ -224,6 +332,7 @@ async fn injected_once(
     options: Options,
     namespace: String,
     bytes: usize,
+    turn: Arc<Turn>,
 ) -> Admission {
     if bytes <= INLINE_BYTES {
         let cached = CachedOnly {
@@ -242,7 +351,10 @@ async fn injected_once(
         pod_secrets: pod["spec"]["imagePullSecrets"].clone(),
         secrets: std::sync::OnceLock::new(),
     };
-    let work = tokio::task::spawn_blocking(move || admit(&pod, scope, &options, &resolver));
+    let work = tokio::task::spawn_blocking(move || {
+        let _turn = turn; // (held until the work ends, even if the request is gone)
+        admit(&pod, scope, &options, &resolver)
+    });
     match work.await {
         Ok(a) => a,
         Err(e) => {

@@ -16,9 +16,10 @@
 //! served, so a flood from one address puts at most one private-key operation ahead of
 //! another address's handshake. The ClientHello is read on the serving workers, and the
 //! rest of the handshake (the client's Finished) on a second thread of its own
-//! ([`Handshakes::finish`]): queued behind the signatures it waited for them, and on the
-//! serving workers a client that makes the server ask for another ClientHello (a
-//! HelloRetryRequest) would have its signature computed there, outside the turns.
+//! ([`Handshakes::finish`]): queued behind the signatures it waited for them. A client that
+//! makes the server ask for another ClientHello (a HelloRetryRequest) would have that one,
+//! and its signature, processed there, outside the turns: the certificate is served on the
+//! signing thread only (`certs.rs`), and such a handshake fails.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -35,6 +36,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::debug;
 
+use super::certs::SIGNING_THREAD;
 use crate::shared::http::{Health, ListenError, accept};
 
 /// A client has this long after the accept to complete its TLS handshake (the wait for a turn
@@ -55,6 +57,14 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const IDLE: Duration = Duration::from_secs(10);
 /// Requests in flight on one HTTP/2 connection.
 const STREAMS: u32 = 32;
+/// What a connection reads ahead of the handler, beyond the body budget
+/// (`limits::BODY_BUDGET`, which counts what the handler holds): HTTP/1's read buffer (a
+/// request head must fit; the API server's are a few hundred bytes) and HTTP/2's flow-control
+/// windows (hyper's default, 1 MiB a connection, let 1 024 connections hold 1 GiB of unread
+/// bodies; at 32 KiB a 3 MiB review still arrives in a hundred round trips, a millisecond
+/// each at most in a cluster).
+const HTTP1_BUFFER: usize = 16 << 10;
+const HTTP2_WINDOW: u32 = 32 << 10;
 
 /// How many connections are served.
 #[derive(Debug, Clone, Copy)]
@@ -102,7 +112,7 @@ impl Handshakes {
         static SIGN: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
         static FINISH: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
         Ok(Handshakes {
-            sign: thread_runtime(&SIGN, "tls-handshake")?,
+            sign: thread_runtime(&SIGN, SIGNING_THREAD)?,
             finish: thread_runtime(&FINISH, "tls-finish")?,
         })
     }
@@ -170,7 +180,7 @@ async fn accept_loop(
             return;
         };
         let (conn, peer) = accept(&listener).await;
-        let Some(client) = clients.enter(peer.ip(), limits.per_client) else {
+        let Some(client) = clients.enter(client_of(peer.ip()), limits.per_client) else {
             debug!(%peer, "closed: {} connections from this address already", limits.per_client);
             continue;
         };
@@ -192,6 +202,19 @@ async fn free_slot(slots: &Arc<Semaphore>, health: &Health) -> Option<OwnedSemap
     let slot = slots.clone().acquire_owned().await.ok();
     health.jammed.store(false, Ordering::Relaxed);
     slot
+}
+
+/// The client an address counts as: an IPv4 address (also when it comes IPv4-mapped, on a
+/// dual-stack listener), or an IPv6 address's /64, which one host usually has whole (so it
+/// could otherwise take a new address, and a new share of the limits, per connection).
+fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
 }
 
 /// The client addresses with connections.
@@ -310,11 +333,14 @@ async fn serve_one(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(HTTP1_BUFFER);
     builder
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(STREAMS)
+        .initial_stream_window_size(HTTP2_WINDOW)
+        .initial_connection_window_size(HTTP2_WINDOW)
         .keep_alive_interval(Some(Duration::from_secs(30)));
     let served = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(counted));
     tokio::pin!(served);
@@ -361,5 +387,26 @@ async fn idle(mut in_flight: watch::Receiver<usize>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_host_counts_as_its_64_and_a_mapped_ipv4_as_itself() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(client_of(ip("10.0.0.7")), ip("10.0.0.7"));
+        assert_eq!(client_of(ip("::ffff:10.0.0.7")), ip("10.0.0.7"));
+        assert_eq!(client_of(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            client_of(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
+            client_of(ip("2001:db8:1:2::9"))
+        );
+        assert_ne!(
+            client_of(ip("2001:db8:1:3::1")),
+            client_of(ip("2001:db8:1:2::1"))
+        );
     }
 }
