@@ -10,7 +10,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use tracing::{debug, error, info};
+use tracing::{error, info};
 
 use crate::shared::certs::{Unparsable, not_after};
 
@@ -33,26 +33,12 @@ pub enum CertError {
     Unparsable(#[from] Unparsable),
 }
 
-/// The thread on which the server's private-key operations run, one at a time, client
-/// addresses taking turns (`server.rs`, `Handshakes`).
-pub const SIGNING_THREAD: &str = "tls-handshake";
-
 /// The certificate served, swapped atomically for the next handshakes.
 #[derive(Debug, Default)]
 pub struct CertStore(RwLock<Option<Arc<CertifiedKey>>>);
 
 impl ResolvesServerCert for CertStore {
-    /// Only on the signing thread: a client whose first ClientHello makes the server ask
-    /// for another (a HelloRetryRequest: no key share for the group it prefers) would have
-    /// its second one, and so a signature, processed wherever the handshake goes on after
-    /// the turn, beside the turns and on a second core. The handshake fails instead. The
-    /// API server's Go client (and curl, OpenSSL, rustls) sends a share for X25519, its
-    /// first group that the server supports, and never needs one.
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        if std::thread::current().name() != Some(SIGNING_THREAD) {
-            debug!("TLS handshake refused: a second ClientHello (HelloRetryRequest)");
-            return None;
-        }
         self.0.read().expect("poisoned").clone()
     }
 }

@@ -38,32 +38,43 @@ pub const BODY_BUDGET: usize = 16 << 20;
 pub const BUDGET_WAIT: Duration = Duration::from_secs(1);
 /// The budget's unit (a semaphore's permits are counted in u32).
 const BUDGET_UNIT: usize = 1 << 10;
-// (a body's buffer, grown by doubling, must fit the budget, or it would wait for ever)
-const _: () = assert!(2 * MAX_REVIEW_BYTES <= BODY_BUDGET);
+// (a body's buffer, grown up to the size limit, must fit a client's share, or it would never fit)
+const _: () = assert!(MAX_REVIEW_BYTES <= CLIENT_BODY_SHARE);
+
+/// The part of the budget one client (an address) may hold: without it, one connection
+/// with four HTTP/2 streams of 3 MiB that stall would hold the whole budget and leave
+/// every other client's review refused as busy.
+pub const CLIENT_BODY_SHARE: usize = BODY_BUDGET / 4;
 
 /// The body budget ([`BODY_BUDGET`]) as a semaphore of [`BUDGET_UNIT`]s.
 pub fn body_budget() -> Arc<Semaphore> {
     Arc::new(Semaphore::new(BODY_BUDGET / BUDGET_UNIT))
 }
 
+/// A client's share of the budget ([`CLIENT_BODY_SHARE`]), which `server.rs` puts in each of
+/// its requests' extensions.
+#[derive(Clone)]
+pub struct ClientShare(pub Arc<Semaphore>);
+
+impl ClientShare {
+    pub fn new() -> Self {
+        ClientShare(Arc::new(Semaphore::new(CLIENT_BODY_SHARE / BUDGET_UNIT)))
+    }
+}
+
+/// What a body holds of the budget and of its client's share, given back when dropped.
+pub struct BodyShare {
+    budget: OwnedSemaphorePermit,
+    client: Option<OwnedSemaphorePermit>,
+}
+
 /// The longest answer: the patch's limit in base64, and room for the rest (the echoed
 /// apiVersion, kind and uid, each at most [`MAX_ECHOED`] bytes, and the warnings); a longer
-/// one admits the Pod unchanged (`answer.rs`).
+/// one admits the Pod unchanged (`answer.rs`). (Answers are not budgeted: one is held
+/// until its client reads it; docs/security.md says what that leaves open.)
 pub const MAX_ANSWER_BYTES: usize = MAX_PATCH_BYTES.div_ceil(3) * 4 + (64 << 10);
 /// The review's strings an answer repeats (a UID is 36 bytes, the others a few).
 pub const MAX_ECHOED: usize = 256;
-/// Bytes of answers held at once, reserved at [`MAX_ANSWER_BYTES`] each before a review
-/// takes its turn and given back when the answer has been sent or its connection closed.
-/// An answer is held until the client reads it: an HTTP/2 client that never does would
-/// keep one per stream (32 per connection, 64 connections per address, each up to 1.4 MB)
-/// until the connection is closed as idle, 10 s later.
-pub const ANSWER_BUDGET: usize = 24 << 20;
-
-/// The answer budget ([`ANSWER_BUDGET`]) as a semaphore of answers.
-pub fn answer_budget() -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(ANSWER_BUDGET / MAX_ANSWER_BYTES))
-}
-
 /// Why a review's strings that its answer repeats are refused, if one is too long.
 pub fn echoed_too_long(fields: &[(&str, &str)]) -> Option<String> {
     let (name, value) = fields.iter().find(|(_, v)| v.len() > MAX_ECHOED)?;
@@ -107,8 +118,10 @@ impl BodyRefused {
             BodyRefused::Busy => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "the webhook holds {} MiB of reviews already; try again\n",
-                    BODY_BUDGET >> 20
+                    "no room for the review's body within {}s: the webhook holds at most {} MiB of bodies, {} MiB from one client; try again\n",
+                    BUDGET_WAIT.as_secs(),
+                    BODY_BUDGET >> 20,
+                    CLIENT_BODY_SHARE >> 20
                 ),
             ),
             BodyRefused::TooManyValues(n) => (
@@ -121,12 +134,14 @@ impl BodyRefused {
 
 /// The body, read within [`BODY_TIMEOUT`], at most [`MAX_REVIEW_BYTES`] (refused at once
 /// when its Content-Length says more), and with at most [`MAX_JSON_VALUES`] values; with
-/// its share of the [`BODY_BUDGET`], to be held until its review is answered.
+/// what it holds of the [`BODY_BUDGET`] and of its client's share, to be kept until its
+/// review is answered.
 pub async fn read_body(
     headers: &HeaderMap,
     body: Body,
     budget: &Arc<Semaphore>,
-) -> Result<(axum::body::Bytes, OwnedSemaphorePermit), BodyRefused> {
+    client: Option<&ClientShare>,
+) -> Result<(axum::body::Bytes, BodyShare), BodyRefused> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -134,7 +149,8 @@ pub async fn read_body(
     if declared.is_some_and(|n| n > MAX_REVIEW_BYTES as u64) {
         return Err(BodyRefused::TooLarge);
     }
-    let (bytes, held) = match tokio::time::timeout(BODY_TIMEOUT, budgeted(body, budget)).await {
+    let read = budgeted(body, budget, client);
+    let (bytes, held) = match tokio::time::timeout(BODY_TIMEOUT, read).await {
         Err(_) => return Err(BodyRefused::TooSlow),
         Ok(Err(e)) => return Err(e),
         Ok(Ok(read)) => read,
@@ -145,18 +161,21 @@ pub async fn read_body(
     }
 }
 
-/// The body's frames, each counted against the budget as it arrives (the buffer's capacity,
-/// which grows by doubling, not only its length).
+/// The body's frames, each counted as it arrives: room for the buffer's next capacity (it
+/// doubles) is taken from the client's share, then from the budget, before the buffer grows.
 async fn budgeted(
     body: Body,
     budget: &Arc<Semaphore>,
-) -> Result<(axum::body::Bytes, OwnedSemaphorePermit), BodyRefused> {
+    client: Option<&ClientShare>,
+) -> Result<(axum::body::Bytes, BodyShare), BodyRefused> {
     let mut body = http_body_util::Limited::new(body, MAX_REVIEW_BYTES);
-    let mut held = budget
-        .clone()
-        .acquire_many_owned(0)
-        .await
-        .expect("never closed");
+    let mut held = BodyShare {
+        budget: room(budget, 0).await?,
+        client: match client {
+            Some(c) => Some(room(&c.0, 0).await?),
+            None => None,
+        },
+    };
     let mut bytes = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| match is_length_limit(&*e) {
@@ -166,17 +185,28 @@ async fn budgeted(
         let Ok(data) = frame.into_data() else {
             continue; // (trailers)
         };
-        bytes.reserve(data.len());
-        let units = bytes.capacity().div_ceil(BUDGET_UNIT) - held.num_permits();
-        let more = u32::try_from(units).unwrap_or(u32::MAX);
-        let room = tokio::time::timeout(BUDGET_WAIT, budget.clone().acquire_many_owned(more));
-        let Ok(room) = room.await else {
-            return Err(BodyRefused::Busy);
-        };
-        held.merge(room.expect("never closed"));
+        let needed = bytes.len() + data.len();
+        if needed > bytes.capacity() {
+            let capacity = (2 * bytes.capacity()).min(MAX_REVIEW_BYTES).max(needed);
+            let more = capacity.div_ceil(BUDGET_UNIT) - held.budget.num_permits();
+            if let (Some(c), Some(share)) = (client, held.client.as_mut()) {
+                share.merge(room(&c.0, more).await?);
+            }
+            held.budget.merge(room(budget, more).await?);
+            bytes.reserve_exact(capacity - bytes.len());
+        }
         bytes.extend_from_slice(&data);
     }
     Ok((bytes.into(), held))
+}
+
+/// `units` of `pool`, waited for at most [`BUDGET_WAIT`].
+async fn room(pool: &Arc<Semaphore>, units: usize) -> Result<OwnedSemaphorePermit, BodyRefused> {
+    let units = u32::try_from(units).unwrap_or(u32::MAX);
+    match tokio::time::timeout(BUDGET_WAIT, pool.clone().acquire_many_owned(units)).await {
+        Ok(permit) => Ok(permit.expect("never closed")),
+        Err(_) => Err(BodyRefused::Busy),
+    }
 }
 
 fn is_length_limit(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {

@@ -8,9 +8,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
@@ -21,17 +20,12 @@ use super::limits::echoed_too_long;
 use super::review::Reviewer;
 use crate::shared::ephemeraljob::{ANNOTATION_REQUESTER, Requester};
 
-pub async fn stamp(
-    State(reviewer): State<Arc<Reviewer>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    // (a review's turn too: parsing a body at the limits costs what an injection's does)
-    let (body, _turn, held) = match reviewer.take(&headers, body).await {
+pub async fn stamp(State(reviewer): State<Arc<Reviewer>>, request: Request) -> Response {
+    let (body, _turn) = match reviewer.take(request, &reviewer.stamp_turns).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };
-    held.answer(stamp_read(&reviewer, &body))
+    stamp_read(&reviewer, &body)
 }
 
 /// The answer to a review whose body was read.
@@ -47,7 +41,12 @@ fn stamp_read(reviewer: &Reviewer, body: &[u8]) -> Response {
         Ok(r) => r,
         Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
     };
-    if let Some(why) = echoed_too_long(&[("request.uid", request.uid.as_str())]) {
+    let echoed = [
+        ("apiVersion", request.types.api_version.as_str()),
+        ("kind", request.types.kind.as_str()),
+        ("request.uid", request.uid.as_str()),
+    ];
+    if let Some(why) = echoed_too_long(&echoed) {
         return (StatusCode::BAD_REQUEST, why).into_response();
     }
     let (response, result) = stamped(&request);

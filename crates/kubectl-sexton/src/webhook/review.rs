@@ -7,9 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
@@ -25,8 +24,8 @@ use tracing::{debug, info, warn};
 
 use super::answer::{Answer, Request, Review};
 use super::limits::{
-    CONCURRENT_REVIEWS, answer_budget, beyond_limits, body_budget, echoed_too_long, escaped,
-    patch_too_large, read_body,
+    BodyShare, CONCURRENT_REVIEWS, ClientShare, beyond_limits, body_budget, echoed_too_long,
+    escaped, patch_too_large, read_body,
 };
 use super::metrics::WebhookMetrics;
 use crate::shared::registry::{RegistryOpts, lookup_all};
@@ -53,10 +52,11 @@ pub struct Reviewer {
     lookups: Mutex<HashMap<String, (Instant, Lookup)>>,
     /// Reviews worked on at once (`limits::CONCURRENT_REVIEWS`).
     turns: Arc<Semaphore>,
+    /// The same for the EphemeralJob requester's stamps (their own: a stamp must not wait
+    /// behind Pods' image lookups, or the EphemeralJob would go unstamped and be refused).
+    pub stamp_turns: Arc<Semaphore>,
     /// Bytes of bodies held at once (`limits::BODY_BUDGET`).
     budget: Arc<Semaphore>,
-    /// Answers held at once (`limits::ANSWER_BUDGET`).
-    answers: Arc<Semaphore>,
 }
 
 /// What a review holds while it is worked on: its body's share of the budget and one of
@@ -64,83 +64,33 @@ pub struct Reviewer {
 /// when the client gives up; the turn must go on with it, or each reset HTTP/2 stream
 /// would start one more injection beside the turns).
 pub struct Turn {
-    _body: OwnedSemaphorePermit,
+    _body: BodyShare,
     _review: OwnedSemaphorePermit,
 }
 
-/// A review's place in the answer budget (`limits::ANSWER_BUDGET`), held by its answer
-/// until sent (`Held::answer`).
-pub struct Held {
-    _share: OwnedSemaphorePermit,
-}
-
-impl Held {
-    /// The response, holding its place until its body has been sent or dropped.
-    pub fn answer(self, response: Response) -> Response {
-        response.map(|body| Body::new(HeldBody { body, _held: self }))
-    }
-}
-
-/// A response's body with its place in the answer budget. (`BodyExt::map_frame` would do,
-/// but drops the exact size, and the answer would go out chunked.)
-struct HeldBody {
-    body: Body,
-    _held: Held,
-}
-
-impl hyper::body::Body for HeldBody {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
 impl Reviewer {
-    /// The review's body, read within the limits, then its place in the answer budget, then
-    /// its turn (in that order: a review in its turn never waits for a budget); or the answer
-    /// that refuses it.
+    /// The review's body, read within the limits and the budgets, then one of `turns`;
+    /// or the answer that refuses it.
     pub async fn take(
         &self,
-        headers: &HeaderMap,
-        body: Body,
-    ) -> Result<(axum::body::Bytes, Arc<Turn>, Held), Response> {
-        let (bytes, body_share) = match read_body(headers, body, &self.budget).await {
+        request: axum::extract::Request,
+        turns: &Arc<Semaphore>,
+    ) -> Result<(axum::body::Bytes, Arc<Turn>), Response> {
+        let (parts, body) = request.into_parts();
+        let client = parts.extensions.get::<ClientShare>();
+        let (bytes, share) = match read_body(&parts.headers, body, &self.budget, client).await {
             Ok(read) => read,
             Err(refused) => {
                 self.metrics.reviewed("refused-body", Duration::ZERO);
                 return Err(refused.answer().into_response());
             }
         };
-        let held = self
-            .answers
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("never closed");
-        let review = self
-            .turns
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("never closed");
+        let review = turns.clone().acquire_owned().await.expect("never closed");
         let turn = Turn {
-            _body: body_share,
+            _body: share,
             _review: review,
         };
-        Ok((bytes, Arc::new(turn), Held { _share: held }))
+        Ok((bytes, Arc::new(turn)))
     }
 }
 
@@ -162,8 +112,8 @@ impl Reviewer {
             client,
             lookups: Mutex::default(),
             turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
+            stamp_turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
             budget: body_budget(),
-            answers: answer_budget(),
         }
     }
 }
@@ -171,33 +121,33 @@ impl Reviewer {
 /// `POST /mutate`: Pods of namespaces labelled `sexton.dev/inject=enabled`.
 pub async fn mutate(
     State(reviewer): State<Arc<Reviewer>>,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
-    answer(reviewer, Scope::Namespace, &headers, body).await
+    answer(reviewer, Scope::Namespace, request).await
 }
 
 /// `POST /mutate/annotated`: Pods of other namespaces (only those whose annotation asks).
 pub async fn mutate_annotated(
     State(reviewer): State<Arc<Reviewer>>,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
-    answer(reviewer, Scope::Annotation, &headers, body).await
+    answer(reviewer, Scope::Annotation, request).await
 }
 
 /// Never an HTTP error for a well-formed review within the limits.
 async fn answer(
     reviewer: Arc<Reviewer>,
     scope: Scope,
-    headers: &HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
-    let (body, turn, held) = match reviewer.take(headers, body).await {
+    let (body, turn) = match reviewer.take(request, &reviewer.turns).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };
-    held.answer(reviewed(reviewer, scope, body, turn).await)
+    // (the turn is held until the answer is built: encoding the patch is work too)
+    let answer = reviewed(reviewer, scope, body, turn.clone()).await;
+    drop(turn);
+    answer
 }
 
 /// The answer to a review whose body was read and which has its turn.
@@ -352,8 +302,12 @@ async fn injected_once(
         secrets: std::sync::OnceLock::new(),
     };
     let work = tokio::task::spawn_blocking(move || {
-        let _turn = turn; // (held until the work ends, even if the request is gone)
-        admit(&pod, scope, &options, &resolver)
+        // (the turn held until the work ends, even if the request is gone, and the Pod's
+        // tree dropped before it)
+        let admission = admit(&pod, scope, &options, &resolver);
+        drop(pod);
+        drop(turn);
+        admission
     });
     match work.await {
         Ok(a) => a,

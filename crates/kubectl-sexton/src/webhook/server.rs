@@ -16,10 +16,10 @@
 //! served, so a flood from one address puts at most one private-key operation ahead of
 //! another address's handshake. The ClientHello is read on the serving workers, and the
 //! rest of the handshake (the client's Finished) on a second thread of its own
-//! ([`Handshakes::finish`]): queued behind the signatures it waited for them. A client that
-//! makes the server ask for another ClientHello (a HelloRetryRequest) would have that one,
-//! and its signature, processed there, outside the turns: the certificate is served on the
-//! signing thread only (`certs.rs`), and such a handshake fails.
+//! ([`Handshakes::finish`]): queued behind the signatures it waited for them. The address's
+//! turn is held until the handshake ends, since a client that makes the server ask for
+//! another ClientHello (a HelloRetryRequest) has that one, and its signature, processed
+//! there.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -36,7 +36,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::debug;
 
-use super::certs::SIGNING_THREAD;
+use super::limits::ClientShare;
 use crate::shared::http::{Health, ListenError, accept};
 
 /// A client has this long after the accept to complete its TLS handshake (the wait for a turn
@@ -61,8 +61,9 @@ const STREAMS: u32 = 32;
 /// (`limits::BODY_BUDGET`, which counts what the handler holds): HTTP/1's read buffer (a
 /// request head must fit; the API server's are a few hundred bytes) and HTTP/2's flow-control
 /// windows (hyper's default, 1 MiB a connection, let 1 024 connections hold 1 GiB of unread
-/// bodies; at 32 KiB a 3 MiB review still arrives in a hundred round trips, a millisecond
-/// each at most in a cluster).
+/// bodies; at 32 KiB a stream, 128 KiB the connection (so that a stream waiting for the
+/// budget does not stall the others), a 3 MiB review still arrives in a hundred round trips,
+/// a millisecond each at most in a cluster).
 const HTTP1_BUFFER: usize = 16 << 10;
 const HTTP2_WINDOW: u32 = 32 << 10;
 
@@ -112,7 +113,7 @@ impl Handshakes {
         static SIGN: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
         static FINISH: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
         Ok(Handshakes {
-            sign: thread_runtime(&SIGN, SIGNING_THREAD)?,
+            sign: thread_runtime(&SIGN, "tls-handshake")?,
             finish: thread_runtime(&FINISH, "tls-finish")?,
         })
     }
@@ -186,8 +187,8 @@ async fn accept_loop(
         };
         let (tls, router, shakes) = (tls.clone(), router.clone(), shakes.clone());
         tokio::spawn(async move {
-            let turns = client.handshakes.clone();
-            serve_one(conn, tls, router, turns, &shakes).await;
+            let (turns, bodies) = (client.handshakes.clone(), client.bodies.clone());
+            serve_one(conn, tls, router, turns, bodies, &shakes).await;
             drop((slot, client));
         });
     }
@@ -204,16 +205,14 @@ async fn free_slot(slots: &Arc<Semaphore>, health: &Health) -> Option<OwnedSemap
     slot
 }
 
-/// The client an address counts as: an IPv4 address (also when it comes IPv4-mapped, on a
-/// dual-stack listener), or an IPv6 address's /64, which one host usually has whole (so it
-/// could otherwise take a new address, and a new share of the limits, per connection).
+/// The client an address counts as: itself, and an IPv4 address that comes IPv4-mapped (on
+/// a dual-stack listener) as that IPv4 address. (Not an IPv6 /64: on some platforms the API
+/// server's addresses and the pods' share one, EKS's IPv6 subnets and Cilium's default pod
+/// pool among them, and a pod would then take the API server's connections and turns.)
 fn client_of(ip: IpAddr) -> IpAddr {
     match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
-        },
     }
 }
 
@@ -221,10 +220,12 @@ fn client_of(ip: IpAddr) -> IpAddr {
 #[derive(Default)]
 struct Clients(Mutex<HashMap<IpAddr, Client>>);
 
-/// One client address: its connections, and the turns of its TLS handshakes.
+/// One client address: its connections, the turns of its TLS handshakes, and its share of
+/// the body budget (`limits::CLIENT_BODY_SHARE`).
 struct Client {
     connections: usize,
     handshakes: Arc<Semaphore>,
+    bodies: ClientShare,
 }
 
 /// One connection of a client; leaves when dropped.
@@ -232,6 +233,7 @@ struct Entered {
     clients: Arc<Clients>,
     ip: IpAddr,
     handshakes: Arc<Semaphore>,
+    bodies: ClientShare,
 }
 
 impl Clients {
@@ -240,6 +242,7 @@ impl Clients {
         let client = map.entry(ip).or_insert_with(|| Client {
             connections: 0,
             handshakes: Arc::new(Semaphore::new(HANDSHAKES_PER_CLIENT)),
+            bodies: ClientShare::new(),
         });
         if client.connections >= max {
             return None;
@@ -249,6 +252,7 @@ impl Clients {
             clients: self.clone(),
             ip,
             handshakes: client.handshakes.clone(),
+            bodies: client.bodies.clone(),
         })
     }
 }
@@ -290,17 +294,20 @@ async fn handshake(
         }
     };
     let tls = tls.clone();
-    // (rustls signs here: `into_stream` processes the ClientHello and queues the reply; the
-    // turn goes with the task)
+    // (rustls signs here: `into_stream` processes the ClientHello and queues the reply)
     #[allow(clippy::async_yields_async)] // (the handshake's rest, awaited on the finishing thread)
-    let signed = shakes.sign.spawn(async move {
-        let finishing = hello.into_stream(tls);
-        drop(turn);
-        finishing
-    });
+    let signed = shakes.sign.spawn(async move { hello.into_stream(tls) });
     let _abort = AbortOnDrop(signed.abort_handle());
     let finishing = signed.await.map_err(std::io::Error::other)?;
-    let finished = shakes.finish.spawn(finishing);
+    // (the turn is held until the handshake ends: a client that needs a HelloRetryRequest
+    // has its second ClientHello, and so its signature, processed on the finishing thread;
+    // a Go client in FIPS mode does, since it sends no X25519 share. Holding it costs the
+    // address only its own next handshake, and no other address anything.)
+    let finished = shakes.finish.spawn(async move {
+        let done = finishing.await;
+        drop(turn);
+        done
+    });
     let _abort = AbortOnDrop(finished.abort_handle());
     finished.await.map_err(std::io::Error::other)?
 }
@@ -311,6 +318,7 @@ async fn serve_one(
     tls: Arc<rustls::ServerConfig>,
     router: Router,
     turns: Arc<Semaphore>,
+    bodies: ClientShare,
     shakes: &Handshakes,
 ) {
     let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &tls, &turns, shakes));
@@ -321,8 +329,9 @@ async fn serve_one(
     };
     let (in_flight, watch_in_flight) = watch::channel(0usize);
     let in_flight = Arc::new(in_flight);
-    let counted = router.layer(from_fn(move |req: Request, next: Next| {
+    let counted = router.layer(from_fn(move |mut req: Request, next: Next| {
         let busy = Busy::start(in_flight.clone());
+        req.extensions_mut().insert(bodies.clone());
         async move {
             let response = next.run(req).await;
             drop(busy);
@@ -340,7 +349,7 @@ async fn serve_one(
         .timer(TokioTimer::new())
         .max_concurrent_streams(STREAMS)
         .initial_stream_window_size(HTTP2_WINDOW)
-        .initial_connection_window_size(HTTP2_WINDOW)
+        .initial_connection_window_size(4 * HTTP2_WINDOW)
         .keep_alive_interval(Some(Duration::from_secs(30)));
     let served = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(counted));
     tokio::pin!(served);
@@ -395,17 +404,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_ipv6_host_counts_as_its_64_and_a_mapped_ipv4_as_itself() {
+    fn a_mapped_ipv4_address_counts_as_itself_and_ipv6_addresses_apart() {
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(client_of(ip("10.0.0.7")), ip("10.0.0.7"));
         assert_eq!(client_of(ip("::ffff:10.0.0.7")), ip("10.0.0.7"));
-        assert_eq!(client_of(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
-        assert_eq!(
-            client_of(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
-            client_of(ip("2001:db8:1:2::9"))
-        );
         assert_ne!(
-            client_of(ip("2001:db8:1:3::1")),
+            client_of(ip("2001:db8:1:2::9")),
             client_of(ip("2001:db8:1:2::1"))
         );
     }
