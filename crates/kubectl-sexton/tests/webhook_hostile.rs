@@ -735,8 +735,8 @@ fn big_review() -> Vec<u8> {
     review("default", pod).to_string().into_bytes()
 }
 
-/// Complete bodies that wait for a review's turn are held within the body budget (16 MiB,
-/// 4 MiB from one client; `limits::BODY_BUDGET`), not each whole: with both turns held by
+/// Complete bodies that wait for a review's turn are held within the body budget (32 MiB,
+/// 12 MiB from one client; `limits::BODY_BUDGET`), not each whole: with both turns held by
 /// image lookups that silent registries stall, 32 reviews of 3 MiB sent at once from one
 /// address raise the webhook's resident memory by less than 40 MiB while the turns are
 /// held (before, every body was read whole first: 126 MiB more).

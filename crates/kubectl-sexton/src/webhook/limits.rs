@@ -30,7 +30,7 @@ pub const CONCURRENT_REVIEWS: usize = 2;
 /// on one HTTP/2 connection's 32 streams each were 192 MiB before any was worked on. With
 /// the connections' own buffers bounded (`server.rs`: HTTP/1 16 KiB, HTTP/2 windows of 32
 /// KiB), the webhook's memory is bounded by this, the reviews' turns and the connections.
-pub const BODY_BUDGET: usize = 16 << 20;
+pub const BODY_BUDGET: usize = 32 << 20;
 /// How long a frame waits for room in the budget before its review is refused as busy
 /// (503, the failurePolicy applies), giving back what it held: bodies that each hold part
 /// of the budget and wait for more would otherwise wait for one another until their
@@ -42,13 +42,22 @@ const BUDGET_UNIT: usize = 1 << 10;
 const _: () = assert!(MAX_REVIEW_BYTES <= CLIENT_BODY_SHARE);
 
 /// The part of the budget one client (an address) may hold: without it, one connection
-/// with four HTTP/2 streams of 3 MiB that stall would hold the whole budget and leave
-/// every other client's review refused as busy.
-pub const CLIENT_BODY_SHARE: usize = BODY_BUDGET / 4;
+/// with a few HTTP/2 streams of 3 MiB that stall would hold the whole budget and leave
+/// every other client's review refused as busy. The API server sends every user's Pods
+/// from one address or a few: 12 MiB is hundreds of usual reviews, or four at the size
+/// limit, at once.
+pub const CLIENT_BODY_SHARE: usize = 12 << 20;
+/// Bytes of the EphemeralJob requester's stamps held at once: a budget of their own (an
+/// EphemeralJob is a few kB), so that a stamp never waits behind Pods.
+pub const STAMP_BODY_BUDGET: usize = 4 << 20;
+/// How long a review whose body was read waits for a turn before it is refused as busy
+/// (503): past the longest `timeoutSeconds` an API server gives a webhook, 30 s, nobody
+/// waits for its answer.
+pub const TURN_WAIT: Duration = Duration::from_secs(30);
 
-/// The body budget ([`BODY_BUDGET`]) as a semaphore of [`BUDGET_UNIT`]s.
-pub fn body_budget() -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(BODY_BUDGET / BUDGET_UNIT))
+/// A budget of `bytes` as a semaphore of [`BUDGET_UNIT`]s.
+pub fn body_budget(bytes: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(bytes / BUDGET_UNIT))
 }
 
 /// A client's share of the budget ([`CLIENT_BODY_SHARE`]), which `server.rs` puts in each of
@@ -149,7 +158,7 @@ pub async fn read_body(
     if declared.is_some_and(|n| n > MAX_REVIEW_BYTES as u64) {
         return Err(BodyRefused::TooLarge);
     }
-    let read = budgeted(body, budget, client);
+    let read = budgeted(body, declared, budget, client);
     let (bytes, held) = match tokio::time::timeout(BODY_TIMEOUT, read).await {
         Err(_) => return Err(BodyRefused::TooSlow),
         Ok(Err(e)) => return Err(e),
@@ -162,9 +171,12 @@ pub async fn read_body(
 }
 
 /// The body's frames, each counted as it arrives: room for the buffer's next capacity (it
-/// doubles) is taken from the client's share, then from the budget, before the buffer grows.
+/// doubles, up to the declared length) is taken from the client's share, then from the
+/// budget, before the buffer grows. So a body holds at most twice what it sent, and
+/// exactly its length once whole.
 async fn budgeted(
     body: Body,
+    declared: Option<u64>,
     budget: &Arc<Semaphore>,
     client: Option<&ClientShare>,
 ) -> Result<(axum::body::Bytes, BodyShare), BodyRefused> {
@@ -176,6 +188,7 @@ async fn budgeted(
             None => None,
         },
     };
+    let most = declared.map_or(MAX_REVIEW_BYTES, |n| (n as usize).min(MAX_REVIEW_BYTES));
     let mut bytes = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| match is_length_limit(&*e) {
@@ -187,7 +200,7 @@ async fn budgeted(
         };
         let needed = bytes.len() + data.len();
         if needed > bytes.capacity() {
-            let capacity = (2 * bytes.capacity()).min(MAX_REVIEW_BYTES).max(needed);
+            let capacity = (2 * bytes.capacity()).min(most).max(needed);
             let more = capacity.div_ceil(BUDGET_UNIT) - held.budget.num_permits();
             if let (Some(c), Some(share)) = (client, held.client.as_mut()) {
                 share.merge(room(&c.0, more).await?);

@@ -21,7 +21,8 @@ use super::review::Reviewer;
 use crate::shared::ephemeraljob::{ANNOTATION_REQUESTER, Requester};
 
 pub async fn stamp(State(reviewer): State<Arc<Reviewer>>, request: Request) -> Response {
-    let (body, _turn) = match reviewer.take(request, &reviewer.stamp_turns).await {
+    let pools = (&reviewer.stamps.0, &reviewer.stamps.1);
+    let (body, _share, _turn) = match reviewer.take(request, pools, false).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };

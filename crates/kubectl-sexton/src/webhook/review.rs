@@ -24,8 +24,8 @@ use tracing::{debug, info, warn};
 
 use super::answer::{Answer, Request, Review};
 use super::limits::{
-    BodyShare, CONCURRENT_REVIEWS, ClientShare, beyond_limits, body_budget, echoed_too_long,
-    escaped, patch_too_large, read_body,
+    BODY_BUDGET, BodyShare, CONCURRENT_REVIEWS, ClientShare, STAMP_BODY_BUDGET, TURN_WAIT,
+    beyond_limits, body_budget, echoed_too_long, escaped, patch_too_large, read_body,
 };
 use super::metrics::WebhookMetrics;
 use crate::shared::registry::{RegistryOpts, lookup_all};
@@ -52,45 +52,49 @@ pub struct Reviewer {
     lookups: Mutex<HashMap<String, (Instant, Lookup)>>,
     /// Reviews worked on at once (`limits::CONCURRENT_REVIEWS`).
     turns: Arc<Semaphore>,
-    /// The same for the EphemeralJob requester's stamps (their own: a stamp must not wait
-    /// behind Pods' image lookups, or the EphemeralJob would go unstamped and be refused).
-    pub stamp_turns: Arc<Semaphore>,
     /// Bytes of bodies held at once (`limits::BODY_BUDGET`).
     budget: Arc<Semaphore>,
+    /// The same two for the EphemeralJob requester's stamps, their own (a stamp must not
+    /// wait behind Pods, or the EphemeralJob would go unstamped and be refused).
+    pub stamps: (Arc<Semaphore>, Arc<Semaphore>),
 }
 
-/// What a review holds while it is worked on: its body's share of the budget and one of
-/// the turns. Moved into any work that outlives the request (a blocking thread goes on
-/// when the client gives up; the turn must go on with it, or each reset HTTP/2 stream
+/// One of the turns. Moved into any work that outlives the request (a blocking thread goes
+/// on when the client gives up; the turn must go on with it, or each reset HTTP/2 stream
 /// would start one more injection beside the turns).
 pub struct Turn {
-    _body: BodyShare,
     _review: OwnedSemaphorePermit,
 }
 
 impl Reviewer {
-    /// The review's body, read within the limits and the budgets, then one of `turns`;
-    /// or the answer that refuses it.
+    /// The review's body, read within the limits, `budget` and (`per_client`) its client's
+    /// share, then one of `turns` (waited for at most `limits::TURN_WAIT`); or the answer
+    /// that refuses it. The body's share is to be given back once it is parsed.
     pub async fn take(
         &self,
         request: axum::extract::Request,
-        turns: &Arc<Semaphore>,
-    ) -> Result<(axum::body::Bytes, Arc<Turn>), Response> {
+        (turns, budget): (&Arc<Semaphore>, &Arc<Semaphore>),
+        per_client: bool,
+    ) -> Result<(axum::body::Bytes, BodyShare, Arc<Turn>), Response> {
         let (parts, body) = request.into_parts();
-        let client = parts.extensions.get::<ClientShare>();
-        let (bytes, share) = match read_body(&parts.headers, body, &self.budget, client).await {
+        let client = parts.extensions.get::<ClientShare>().filter(|_| per_client);
+        let (bytes, share) = match read_body(&parts.headers, body, budget, client).await {
             Ok(read) => read,
             Err(refused) => {
                 self.metrics.reviewed("refused-body", Duration::ZERO);
                 return Err(refused.answer().into_response());
             }
         };
-        let review = turns.clone().acquire_owned().await.expect("never closed");
-        let turn = Turn {
-            _body: share,
-            _review: review,
+        let Ok(review) = tokio::time::timeout(TURN_WAIT, turns.clone().acquire_owned()).await
+        else {
+            self.metrics.reviewed("refused-body", Duration::ZERO);
+            let why = format!("no turn within {}s; try again\n", TURN_WAIT.as_secs());
+            return Err((StatusCode::SERVICE_UNAVAILABLE, why).into_response());
         };
-        Ok((bytes, Arc::new(turn)))
+        let turn = Turn {
+            _review: review.expect("never closed"),
+        };
+        Ok((bytes, share, Arc::new(turn)))
     }
 }
 
@@ -112,8 +116,11 @@ impl Reviewer {
             client,
             lookups: Mutex::default(),
             turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
-            stamp_turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
-            budget: body_budget(),
+            budget: body_budget(BODY_BUDGET),
+            stamps: (
+                Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
+                body_budget(STAMP_BODY_BUDGET),
+            ),
         }
     }
 }
@@ -140,12 +147,13 @@ async fn answer(
     scope: Scope,
     request: axum::extract::Request,
 ) -> Response {
-    let (body, turn) = match reviewer.take(request, &reviewer.turns).await {
+    let pools = (&reviewer.turns, &reviewer.budget);
+    let (body, share, turn) = match reviewer.take(request, pools, true).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };
     // (the turn is held until the answer is built: encoding the patch is work too)
-    let answer = reviewed(reviewer, scope, body, turn.clone()).await;
+    let answer = reviewed(reviewer.clone(), scope, (body, share), turn.clone()).await;
     drop(turn);
     answer
 }
@@ -154,7 +162,7 @@ async fn answer(
 async fn reviewed(
     reviewer: Arc<Reviewer>,
     scope: Scope,
-    body: axum::body::Bytes,
+    (body, share): (axum::body::Bytes, BodyShare),
     turn: Arc<Turn>,
 ) -> Response {
     let started = Instant::now();
@@ -169,7 +177,8 @@ async fn reviewed(
         }
     };
     let bytes = body.len();
-    drop(body);
+    // (parsed: the turns bound what it takes from here)
+    drop((body, share));
     let Some(mut request) = review.request.take() else {
         return (
             StatusCode::BAD_REQUEST,

@@ -51,6 +51,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// "Admission webhook under hostile clients".) The others wait (FIFO) rather than being closed: a burst of new connections
 /// from the API server must not fail reviews.
 pub const HANDSHAKES_PER_CLIENT: usize = 1;
+/// How long a handshake keeps its address's turn after the server's reply if it has not
+/// ended: a second ClientHello (after a HelloRetryRequest) comes a round trip later.
+const TURN_AFTER_REPLY: Duration = Duration::from_secs(1);
 /// ... and to send a request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection with no request in flight for this long is closed.
@@ -61,9 +64,10 @@ const STREAMS: u32 = 32;
 /// (`limits::BODY_BUDGET`, which counts what the handler holds): HTTP/1's read buffer (a
 /// request head must fit; the API server's are a few hundred bytes) and HTTP/2's flow-control
 /// windows (hyper's default, 1 MiB a connection, let 1 024 connections hold 1 GiB of unread
-/// bodies; at 32 KiB a stream, 128 KiB the connection (so that a stream waiting for the
-/// budget does not stall the others), a 3 MiB review still arrives in a hundred round trips,
-/// a millisecond each at most in a cluster).
+/// bodies; at 32 KiB a stream and 128 KiB the connection a 3 MiB review still arrives in a
+/// hundred round trips, a millisecond each at most in a cluster). A stream waiting for room
+/// in the body budget keeps its unread window: four such streams stall their connection,
+/// for at most `limits::BUDGET_WAIT`.)
 const HTTP1_BUFFER: usize = 16 << 10;
 const HTTP2_WINDOW: u32 = 32 << 10;
 
@@ -299,14 +303,20 @@ async fn handshake(
     let signed = shakes.sign.spawn(async move { hello.into_stream(tls) });
     let _abort = AbortOnDrop(signed.abort_handle());
     let finishing = signed.await.map_err(std::io::Error::other)?;
-    // (the turn is held until the handshake ends: a client that needs a HelloRetryRequest
-    // has its second ClientHello, and so its signature, processed on the finishing thread;
-    // a Go client in FIPS mode does, since it sends no X25519 share. Holding it costs the
-    // address only its own next handshake, and no other address anything.)
+    // (the turn is held until the handshake ends, or for TURN_AFTER_REPLY if it has not: a
+    // client that needs a HelloRetryRequest has its second ClientHello, and so its signature,
+    // processed on the finishing thread, a round trip after the reply; a Go client in FIPS
+    // mode does, since it sends no X25519 share. A client that never sends its Finished
+    // holds its address's turn no longer than that, which matters where many clients share
+    // an address: behind a NAT or an egress proxy.)
     let finished = shakes.finish.spawn(async move {
-        let done = finishing.await;
+        let mut finishing = std::pin::pin!(finishing);
+        let early = tokio::time::timeout(TURN_AFTER_REPLY, &mut finishing).await;
         drop(turn);
-        done
+        match early {
+            Ok(done) => done,
+            Err(_) => finishing.await,
+        }
     });
     let _abort = AbortOnDrop(finished.abort_handle());
     finished.await.map_err(std::io::Error::other)?
