@@ -741,7 +741,8 @@ fn big_review() -> Vec<u8> {
 /// address raise the webhook's resident memory by less than 40 MiB while the turns are
 /// held (before, every body was read whole first: 126 MiB more).
 /// Each is answered: injected, or refused as busy (503: those that found no room in the
-/// budget within a second), and a review sent afterwards is served.
+/// budget within a second); another address's review sent meanwhile is served (a client's
+/// share), and so is one sent afterwards.
 #[tokio::test]
 async fn bodies_waiting_for_a_turn_are_held_within_the_budget() {
     let w = lone("hostile-budget", &["--registry-timeout", "8s"]);
@@ -771,13 +772,29 @@ async fn bodies_waiting_for_a_turn_are_held_within_the_budget() {
     }
     let before = rss_kib(&w);
     let body = Arc::new(big_review());
+    let (refused, mut first_refusal) = tokio::sync::mpsc::unbounded_channel();
     let waiting: Vec<_> = (0..32)
         .map(|_| {
-            let (port, ca, body) = (w.port, w.ca.clone(), body.clone());
-            tokio::spawn(async move { post_to(port, &ca, "/mutate", &body).await })
+            let (port, ca, body, refused) = (w.port, w.ca.clone(), body.clone(), refused.clone());
+            tokio::spawn(async move {
+                let answer = post_to(port, &ca, "/mutate", &body).await;
+                if answer.0 == 503 {
+                    let _ = refused.send(());
+                }
+                answer
+            })
         })
         .collect();
-    // another client's review finds room in the budget (its own share), and waits for a turn
+    // once this address's bodies are refused for want of room (its 12 MiB share is full and
+    // the rest of them wait for it), another address's review still finds room: its own
+    // share, and a budget with nobody waiting in it (the budget's queue is first come, first
+    // served: had this address's bodies waited in it, this one would wait behind them and be
+    // refused too); then it waits for a turn
+    let wait = tokio::time::timeout(PATIENCE, first_refusal.recv()).await;
+    assert!(
+        matches!(wait, Ok(Some(()))),
+        "no body was refused for want of room"
+    );
     let (port, ca) = (w.port, w.ca.clone());
     let other = tokio::spawn(async move {
         let small = review(
