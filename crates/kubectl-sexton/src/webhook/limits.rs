@@ -24,12 +24,13 @@ pub const MAX_JSON_VALUES: usize = 100_000;
 /// injection works on; BENCHMARKS.md), so two stay well under the chart's 256Mi.
 pub const CONCURRENT_REVIEWS: usize = 2;
 /// Bytes of request bodies held at once, whole or arriving, by every connection together:
-/// each frame is counted as it arrives (so a slow body holds only what it sent) and given
-/// back when its review is answered; a frame beyond it waits, within the body's deadline.
-/// Without it, bodies were read whole before a review's turn: 64 complete bodies of 3 MiB
-/// on one HTTP/2 connection's 32 streams each were 192 MiB before any was worked on. With
-/// the connections' own buffers bounded (`server.rs`: HTTP/1 16 KiB, HTTP/2 windows of 32
-/// KiB), the webhook's memory is bounded by this, the reviews' turns and the connections.
+/// each frame is counted as it arrives (so a slow body holds only what it sent), and the
+/// body's share is given back once it is parsed; a frame beyond it waits at most
+/// [`BUDGET_WAIT`]. Without it, bodies were read whole before a review's turn: 32 complete
+/// bodies of 3 MiB waiting for the turns took 126 MiB, and nothing bounded the number.
+/// With the connections' own buffers bounded (`server.rs`: HTTP/1 16 KiB, HTTP/2 windows
+/// of 32 KiB a stream and 128 KiB a connection), the webhook's memory is bounded by this,
+/// the reviews' turns and the connections.
 pub const BODY_BUDGET: usize = 32 << 20;
 /// How long a frame waits for room in the budget before its review is refused as busy
 /// (503, the failurePolicy applies), giving back what it held: bodies that each hold part
@@ -38,8 +39,10 @@ pub const BODY_BUDGET: usize = 32 << 20;
 pub const BUDGET_WAIT: Duration = Duration::from_secs(1);
 /// The budget's unit (a semaphore's permits are counted in u32).
 const BUDGET_UNIT: usize = 1 << 10;
-// (a body's buffer, grown up to the size limit, must fit a client's share, or it would never fit)
-const _: () = assert!(MAX_REVIEW_BYTES <= CLIENT_BODY_SHARE);
+// (a body's buffer, grown up to the size limit, must fit a client's share and the stamps'
+// budget, or it would never fit)
+const _: () =
+    assert!(MAX_REVIEW_BYTES <= CLIENT_BODY_SHARE && MAX_REVIEW_BYTES <= STAMP_BODY_BUDGET);
 
 /// The part of the budget one client (an address) may hold: without it, one connection
 /// with a few HTTP/2 streams of 3 MiB that stall would hold the whole budget and leave
