@@ -768,26 +768,45 @@ fn inotify_watches_used_up_fall_back_to_the_poll_not_to_a_lost_graveyard() {
     pod.fifo("fifo");
     let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
     let mut c = Command::new("unshare");
-    c.args(["--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "--kill-child"])
-        .arg(sexton_bin())
-        .args(["--", "sh", "-c", &term_recorder("term", 0)])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
-        .env("KUBEXIT_NAME", "sidecar")
-        .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
-        .env("KUBEXIT_DEATH_DEPS", "main")
-        .env("KUBEXIT_LOG_LEVEL", "debug")
-        .env("POD", &pod.root);
+    c.args([
+        "--user",
+        "--map-root-user",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+    ])
+    .arg(sexton_bin())
+    .args(["--", "sh", "-c", &term_recorder("term", 0)])
+    .env_clear()
+    .env(
+        "PATH",
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+    )
+    .env("KUBEXIT_NAME", "sidecar")
+    .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
+    .env("KUBEXIT_DEATH_DEPS", "main")
+    .env("KUBEXIT_LOG_LEVEL", "debug")
+    .env("POD", &pod.root);
     let mut sidecar = pod.spawn("sidecar", c);
     pod.wait_born("main");
     pod.wait_born("sidecar");
     pod.wait_file("term.started");
     let lowered = Command::new("nsenter")
-        .args(["--user", "--target", &sidecar.child.id().to_string(), "sh", "-c"])
+        .args([
+            "--user",
+            "--target",
+            &sidecar.child.id().to_string(),
+            "sh",
+            "-c",
+        ])
         .arg("echo 0 > /proc/sys/user/max_inotify_watches")
         .status()
         .unwrap();
-    assert!(lowered.success(), "cannot lower the sidecar's max_inotify_watches");
+    assert!(
+        lowered.success(),
+        "cannot lower the sidecar's max_inotify_watches"
+    );
     let record = pod.tombstone_path("sidecar");
     fs::copy(&record, pod.path("sidecar.copy")).unwrap();
     fs::rename(pod.path("sidecar.copy"), &record).unwrap();
@@ -803,7 +822,10 @@ fn inotify_watches_used_up_fall_back_to_the_poll_not_to_a_lost_graveyard() {
     fs::write(pod.path("fifo"), "go\n").unwrap();
     assert_eq!(main.wait(), 0, "{}", main.logs());
     assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
-    assert!(exists(&pod.path("term")), "the sidecar's child was not stopped by TERM");
+    assert!(
+        exists(&pod.path("term")),
+        "the sidecar's child was not stopped by TERM"
+    );
 }
 
 /// A cleanup that deletes a sidecar's lock file again and again costs its supervisor a
