@@ -87,8 +87,14 @@ pub struct BodyShare {
 pub const MAX_ANSWER_BYTES: usize = MAX_PATCH_BYTES.div_ceil(3) * 4 + (64 << 10);
 /// The review's strings an answer repeats (a UID is 36 bytes, the others a few).
 pub const MAX_ECHOED: usize = 256;
-/// Why a review's strings that its answer repeats are refused, if one is too long.
-pub fn echoed_too_long(fields: &[(&str, &str)]) -> Option<String> {
+/// Why a review's strings that its answer repeats (apiVersion, kind, request.uid) are
+/// refused, if one is too long.
+pub fn echoed_too_long(api_version: &str, kind: &str, uid: &str) -> Option<String> {
+    let fields = [
+        ("apiVersion", api_version),
+        ("kind", kind),
+        ("request.uid", uid),
+    ];
     let (name, value) = fields.iter().find(|(_, v)| v.len() > MAX_ECHOED)?;
     Some(format!(
         "the review's {name} is {} bytes, more than {MAX_ECHOED}: not from an API server\n",

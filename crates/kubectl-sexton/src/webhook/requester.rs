@@ -21,8 +21,7 @@ use super::review::Reviewer;
 use crate::shared::ephemeraljob::{ANNOTATION_REQUESTER, Requester};
 
 pub async fn stamp(State(reviewer): State<Arc<Reviewer>>, request: Request) -> Response {
-    let pools = (&reviewer.stamps.0, &reviewer.stamps.1);
-    let (body, _share, _turn) = match reviewer.take(request, pools, false).await {
+    let (body, _share, _turn) = match reviewer.take(request, &reviewer.stamps, false).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };
@@ -42,12 +41,8 @@ fn stamp_read(reviewer: &Reviewer, body: &[u8]) -> Response {
         Ok(r) => r,
         Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
     };
-    let echoed = [
-        ("apiVersion", request.types.api_version.as_str()),
-        ("kind", request.types.kind.as_str()),
-        ("request.uid", request.uid.as_str()),
-    ];
-    if let Some(why) = echoed_too_long(&echoed) {
+    let (types, uid) = (&request.types, &request.uid);
+    if let Some(why) = echoed_too_long(&types.api_version, &types.kind, uid) {
         return (StatusCode::BAD_REQUEST, why).into_response();
     }
     let (response, result) = stamped(&request);

@@ -50,13 +50,27 @@ pub struct Reviewer {
     /// Reads the owners of refused Pods (an Event is only about one that exists).
     pub client: kube::Client,
     lookups: Mutex<HashMap<String, (Instant, Lookup)>>,
-    /// Reviews worked on at once (`limits::CONCURRENT_REVIEWS`).
+    /// The Pods' turns and body budget.
+    reviews: Pools,
+    /// The EphemeralJob requester's stamps' own (a stamp must not wait behind Pods, or the
+    /// EphemeralJob would go unstamped and be refused).
+    pub stamps: Pools,
+}
+
+/// What reviews share: their turns (`limits::CONCURRENT_REVIEWS`) and the bytes of bodies
+/// held at once (`limits::BODY_BUDGET`).
+pub struct Pools {
     turns: Arc<Semaphore>,
-    /// Bytes of bodies held at once (`limits::BODY_BUDGET`).
     budget: Arc<Semaphore>,
-    /// The same two for the EphemeralJob requester's stamps, their own (a stamp must not
-    /// wait behind Pods, or the EphemeralJob would go unstamped and be refused).
-    pub stamps: (Arc<Semaphore>, Arc<Semaphore>),
+}
+
+impl Pools {
+    fn new(budget: usize) -> Self {
+        Pools {
+            turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
+            budget: body_budget(budget),
+        }
+    }
 }
 
 /// One of the turns. Moved into any work that outlives the request (a blocking thread goes
@@ -67,25 +81,25 @@ pub struct Turn {
 }
 
 impl Reviewer {
-    /// The review's body, read within the limits, `budget` and (`per_client`) its client's
-    /// share, then one of `turns` (waited for at most `limits::TURN_WAIT`); or the answer
+    /// The review's body, read within the limits, the `pools`' budget and (`per_client`) its
+    /// client's share, then one of the `pools`' turns (waited for at most `limits::TURN_WAIT`); or the answer
     /// that refuses it. The body's share is to be given back once it is parsed.
     pub async fn take(
         &self,
         request: axum::extract::Request,
-        (turns, budget): (&Arc<Semaphore>, &Arc<Semaphore>),
+        pools: &Pools,
         per_client: bool,
     ) -> Result<(axum::body::Bytes, BodyShare, Arc<Turn>), Response> {
         let (parts, body) = request.into_parts();
         let client = parts.extensions.get::<ClientShare>().filter(|_| per_client);
-        let (bytes, share) = match read_body(&parts.headers, body, budget, client).await {
+        let (bytes, share) = match read_body(&parts.headers, body, &pools.budget, client).await {
             Ok(read) => read,
             Err(refused) => {
                 self.metrics.reviewed("refused-body", Duration::ZERO);
                 return Err(refused.answer().into_response());
             }
         };
-        let Ok(review) = tokio::time::timeout(TURN_WAIT, turns.clone().acquire_owned()).await
+        let Ok(review) = tokio::time::timeout(TURN_WAIT, pools.turns.clone().acquire_owned()).await
         else {
             self.metrics.reviewed("refused-body", Duration::ZERO);
             let why = format!("no turn within {}s; try again\n", TURN_WAIT.as_secs());
@@ -115,12 +129,8 @@ impl Reviewer {
             pull_secrets,
             client,
             lookups: Mutex::default(),
-            turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
-            budget: body_budget(BODY_BUDGET),
-            stamps: (
-                Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
-                body_budget(STAMP_BODY_BUDGET),
-            ),
+            reviews: Pools::new(BODY_BUDGET),
+            stamps: Pools::new(STAMP_BODY_BUDGET),
         }
     }
 }
@@ -147,8 +157,7 @@ async fn answer(
     scope: Scope,
     request: axum::extract::Request,
 ) -> Response {
-    let pools = (&reviewer.turns, &reviewer.budget);
-    let (body, share, turn) = match reviewer.take(request, pools, true).await {
+    let (body, share, turn) = match reviewer.take(request, &reviewer.reviews, true).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };
@@ -186,12 +195,7 @@ async fn reviewed(
         )
             .into_response();
     };
-    let echoed = [
-        ("apiVersion", review.api_version.as_str()),
-        ("kind", review.kind.as_str()),
-        ("request.uid", request.uid.as_str()),
-    ];
-    if let Some(why) = echoed_too_long(&echoed) {
+    if let Some(why) = echoed_too_long(&review.api_version, &review.kind, &request.uid) {
         return (StatusCode::BAD_REQUEST, why).into_response();
     }
     let pod = request.object.take();
