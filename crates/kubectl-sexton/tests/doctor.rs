@@ -668,6 +668,8 @@ async fn a_check_without_the_rights_it_needs_reports_its_own_error() {
     for r in &rbac {
         apply(&s, r);
     }
+    let limited = format!("system:serviceaccount:{}:limited", ns.0);
+    wait_allowed(&ns.0, &limited, "create", "pods");
     let kc = service_account_kubeconfig(&ns.0, "limited", &s.path("kubeconfig"));
     let (code, report) = doctor_json(&ns.0, Some(&kc), &[]);
     assert_eq!(code, 1, "{report:#}");

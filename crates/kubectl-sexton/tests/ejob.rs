@@ -1197,6 +1197,15 @@ fn grant(ns: &str, user: &str, name: &str, rules: Value) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // (in effect once the authorizer has the binding: the first rule's first right)
+    let group = rules[0]["apiGroups"][0].as_str().unwrap();
+    let resource = rules[0]["resources"][0].as_str().unwrap();
+    let resource = match group {
+        "" => resource.to_string(),
+        _ => format!("{resource}.{group}"),
+    };
+    let verb = rules[0]["verbs"][0].as_str().unwrap();
+    wait_allowed(ns, user, verb, &resource);
 }
 
 fn may_create_jobs(ns: &str, user: &str) {

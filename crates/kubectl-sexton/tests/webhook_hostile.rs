@@ -152,6 +152,17 @@ fn pem_certs(path: &str) -> Vec<rustls::pki_types::CertificateDer<'static>> {
 
 /// A TLS client that trusts `ca`, with the client certificate `cert` if given.
 fn connector(ca: &str, cert: Option<(String, String)>) -> TlsConnector {
+    TlsConnector::from(Arc::new(client_config(ca, cert)))
+}
+
+/// The same, that speaks HTTP/2 (ALPN `h2`).
+fn h2_connector(ca: &str) -> TlsConnector {
+    let mut config = client_config(ca, None);
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    TlsConnector::from(Arc::new(config))
+}
+
+fn client_config(ca: &str, cert: Option<(String, String)>) -> rustls::ClientConfig {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     for c in pem_certs(ca) {
@@ -162,7 +173,7 @@ fn connector(ca: &str, cert: Option<(String, String)>) -> TlsConnector {
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots);
-    let config = match cert {
+    match cert {
         None => builder.with_no_client_auth(),
         Some((crt, key)) => builder
             .with_client_auth_cert(
@@ -170,8 +181,7 @@ fn connector(ca: &str, cert: Option<(String, String)>) -> TlsConnector {
                 rustls::pki_types::PrivateKeyDer::from_pem_file(key).unwrap(),
             )
             .unwrap(),
-    };
-    TlsConnector::from(Arc::new(config))
+    }
 }
 
 /// A TCP connection to the webhook's port from loopback address `from`.
@@ -861,4 +871,197 @@ fn a_client_that_needs_a_hello_retry_is_served() {
         let out = s_client(groups);
         assert!(out.contains("CONNECTION ESTABLISHED"), "{groups}: {out}");
     }
+}
+
+/// A review for `wrap` whose answer is about 1.2 MB: its main's command has a word of
+/// 450 000 bytes, which the patch repeats (the new command, and the record of what it
+/// changed).
+fn long_answer_review() -> Vec<u8> {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "long-answer", "annotations": {"sexton.dev/inject": "wrap", "sexton.dev/sidecars": "proxy"}},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "app:1", "command": ["run", "x".repeat(450_000)]},
+            {"name": "proxy", "image": "proxy:1", "command": ["proxy"]},
+        ]},
+    });
+    review("default", pod).to_string().into_bytes()
+}
+
+/// Sends `body` to `/mutate/annotated` from `from` over a connection whose receive buffer
+/// is 4 KiB and whose segments are 1 400 bytes, and reads nothing: the answer stays on the webhook's side. The connection is
+/// kept until the webhook closes it (an error once it does, or none).
+async fn post_unread(
+    from: [u8; 4],
+    port: u16,
+    ca: String,
+    body: Arc<Vec<u8>>,
+) -> std::io::Result<TlsStream<tokio::net::TcpStream>> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_recv_buffer_size(4096)?;
+    // (a real network's segment size: on loopback's, 64 kB, the kernel's send buffer grows
+    // to take a whole answer, where a pod network's takes a few tens of kB)
+    socket2::SockRef::from(&socket).set_tcp_mss(1400)?;
+    socket.bind(SocketAddr::new(IpAddr::from(from), 0))?;
+    let tcp = socket
+        .connect(SocketAddr::from(([127, 0, 0, 1], port)))
+        .await?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut s = connector(&ca, None).connect(name, tcp).await?;
+    let head = format!(
+        "POST /mutate/annotated HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(&body).await?;
+    s.flush().await?;
+    Ok(s)
+}
+
+/// Answers that their client never reads are held within the answers' budget (16 MiB, and
+/// the client's share of 12 MiB with its bodies; `limits::ANSWER_BUDGET`) and given to the
+/// connection a piece at a time: 64 connections from one address (its limit), each sending
+/// a review whose answer is about 1.2 MB and reading nothing, raise the webhook's resident
+/// memory by less than 32 MiB until their connections are closed (before, each answer was
+/// handed whole to its connection, and what the kernel's send buffer did not take was held
+/// until the connection was closed: 64 MiB more). Those that find no room, for their body
+/// or their answer, are refused as busy (503; the client reads that no more). Another
+/// address is served meanwhile; every connection is closed within the deadlines (10 s), and
+/// the address is served again afterwards.
+#[tokio::test]
+async fn answers_a_client_does_not_read_are_held_within_the_budget() {
+    let w = lone("hostile-answers", &[]);
+    let body = Arc::new(long_answer_review());
+    // (one read answer first: the review does produce a long answer, and the allocator has
+    // grown for the injections before the baseline)
+    let read = post_from([127, 0, 0, 4], w.port, &w.ca, "/mutate/annotated", &body).await;
+    let patch = response(&read)["patch"].as_str().unwrap_or_default().len();
+    assert!(patch > 1_000_000, "the answer's patch is {patch} bytes");
+    let closed = |w: &Lone| w.process.logs().matches("connection closed: ").count();
+    let until = Instant::now() + PATIENCE;
+    while closed(&w) < 1 {
+        assert!(
+            Instant::now() < until,
+            "the first connection was not closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = rss_kib(&w);
+    let unread: Vec<_> = (0..64)
+        .map(|_| {
+            tokio::spawn(post_unread(
+                [127, 0, 0, 3],
+                w.port,
+                w.ca.clone(),
+                body.clone(),
+            ))
+        })
+        .collect();
+    let small = review(
+        "default",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small"},
+        "spec": {"containers": [{"name": "main", "image": "app:1"}]}}),
+    );
+    let other = post_from(
+        [127, 0, 0, 2],
+        w.port,
+        &w.ca,
+        "/mutate",
+        small.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(response(&other)["allowed"], true);
+    // the memory the unread answers take, until their connections are closed (the first,
+    // the other address's, and the 64)
+    let mut most = 0;
+    let until = Instant::now() + PATIENCE;
+    while closed(&w) < 66 && Instant::now() < until {
+        most = most.max(rss_kib(&w).saturating_sub(before));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("64 unread answers took at most {} MiB", most >> 10);
+    assert!(
+        most < 32 << 10,
+        "64 unread answers of 1.2 MB took {} MiB",
+        most >> 10
+    );
+    assert_eq!(closed(&w), 66, "connections closed by the webhook");
+    let logs = w.process.logs();
+    let injected = logs.matches("\"injected\"").count();
+    assert!(injected > 1, "no unread review was injected");
+    for u in unread {
+        drop(u.await.unwrap());
+    }
+    let again = post_from([127, 0, 0, 3], w.port, &w.ca, "/mutate/annotated", &body).await;
+    assert!(
+        response(&again)["patch"]
+            .as_str()
+            .is_some_and(|p| p.len() > 1_000_000)
+    );
+}
+
+/// An HTTP/2 client that reads no answer (its streams' window is 0) but sends a new review
+/// each second, so that its connection is never idle, has the connection closed at the
+/// send deadline (10 s after its first answer was ready; `limits::SEND_DEADLINE`), which
+/// gives back its answers' room. Before, it kept its answers for as long as it kept sending.
+#[tokio::test]
+async fn an_http2_client_that_reads_no_answer_is_closed_at_the_send_deadline() {
+    use axum::body::Bytes;
+    let w = lone("hostile-h2-unread", &[]);
+    let tcp = tcp(w.port, [127, 0, 0, 5]).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = h2_connector(&w.ca).connect(name, tcp).await.unwrap();
+    let (mut client, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, Bytes>(tls)
+        .await
+        .unwrap();
+    let mut ended = tokio::spawn(connection);
+    let send = |client: &mut h2::client::SendRequest<Bytes>, body: Vec<u8>| {
+        let head = http::Request::post("https://127.0.0.1/mutate/annotated")
+            .header("content-type", "application/json")
+            .body(())
+            .unwrap();
+        let (response, mut stream) = client.send_request(head, false).unwrap();
+        stream.send_data(Bytes::from(body), true).unwrap();
+        response
+    };
+    let first = send(&mut client, long_answer_review());
+    let head = tokio::time::timeout(PATIENCE, first)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.status(), 200);
+    let answered = Instant::now();
+    let small = review(
+        "default",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small"},
+        "spec": {"containers": [{"name": "main", "image": "app:1"}]}}),
+    )
+    .to_string()
+    .into_bytes();
+    let closed = loop {
+        if ended.is_finished() {
+            break answered.elapsed();
+        }
+        assert!(
+            answered.elapsed() < Duration::from_secs(18),
+            "the connection is still open {:?} after its first answer, unread, was ready",
+            answered.elapsed()
+        );
+        let Ok(ready) = client.clone().ready().await else {
+            // (the connection is closing)
+            let _ = tokio::time::timeout(PATIENCE, &mut ended).await;
+            break answered.elapsed();
+        };
+        client = ready;
+        // (a new review each second keeps the connection busy: never closed as idle)
+        let next = tokio::time::timeout(Duration::from_secs(1), send(&mut client, small.clone()));
+        let _ = next.await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(
+        w.process.logs().contains("an answer not taken within 10s"),
+        "closed after {closed:?}, not at the send deadline"
+    );
 }

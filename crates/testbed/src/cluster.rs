@@ -124,6 +124,36 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Waits (at most 30 s) until `who` (as `--as` names them: a user, or
+/// `system:serviceaccount:NS:NAME`) may `verb` the `resource` (`pods`, `pods/log`,
+/// `ephemeraljobs.sexton.dev`) in `ns`. A RoleBinding takes effect once the API server's
+/// authorizer has it in its cache, which under load is not at once: a test that grants a
+/// right and uses it at once was refused (403) in a loaded run.
+pub fn wait_allowed(ns: &str, who: &str, verb: &str, resource: &str) {
+    let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut args = vec!["auth", "can-i", verb, resource, "-n", ns];
+        let as_who = format!("--as={who}");
+        args.push(&as_who);
+        let subresource = format!("--subresource={sub}");
+        if !sub.is_empty() {
+            args.push(&subresource);
+        }
+        let out = kubectl(&args);
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{who} still may not {verb} {resource} {sub} in {ns} after 30 s: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// kubectl against the test API server, `input` on its stdin.
 pub fn kubectl_with_input(args: &[&str], input: &[u8]) -> std::process::Output {
     let mut cmd = Command::new("kubectl");

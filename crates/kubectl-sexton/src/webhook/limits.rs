@@ -1,8 +1,9 @@
 //! What one review may cost: the body's size and how long it may take to arrive, how many
 //! JSON values it may hold, how many containers its Pod may have, how large the answer may
-//! be, and how many reviews are worked on at once. A review over a limit is answered (an
-//! HTTP error for a body that is not a review, else the Pod admitted unchanged with a
-//! warning that names the limit): the webhook's memory stays bounded whatever arrives.
+//! be, how many reviews are worked on at once, and how many bytes of bodies and of answers
+//! not yet read are held. A review over a limit is answered (an HTTP error for a body that
+//! is not a review, else the Pod admitted unchanged with a warning that names the limit):
+//! the webhook's memory stays bounded whatever arrives and whatever is not read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,16 +44,42 @@ const BUDGET_UNIT: usize = 1 << 10;
 // budget, or it would never fit)
 const _: () =
     assert!(MAX_REVIEW_BYTES <= CLIENT_BODY_SHARE && MAX_REVIEW_BYTES <= STAMP_BODY_BUDGET);
+// (nor would the longest answer)
+const _: () = assert!(
+    MAX_ANSWER_BYTES <= CLIENT_BODY_SHARE
+        && MAX_ANSWER_BYTES <= ANSWER_BUDGET
+        && MAX_ANSWER_BYTES <= STAMP_ANSWER_BUDGET
+);
 
-/// The part of the budget one client (an address) may hold: without it, one connection
-/// with a few HTTP/2 streams of 3 MiB that stall would hold the whole budget and leave
-/// every other client's review refused as busy. The API server sends every user's Pods
-/// from one address or a few: 12 MiB is hundreds of usual reviews, or four at the size
-/// limit, at once.
+/// The part of the budgets one client (an address) may hold, its bodies and its answers not
+/// yet read together: without it, one connection with a few HTTP/2 streams of 3 MiB that
+/// stall would hold the whole body budget and leave every other client's review refused as
+/// busy. The API server sends every user's Pods from one address or a few: 12 MiB is
+/// hundreds of usual reviews, or four at the size limit, at once.
 pub const CLIENT_BODY_SHARE: usize = 12 << 20;
 /// Bytes of the EphemeralJob requester's stamps held at once: a budget of their own (an
 /// EphemeralJob is a few kB), so that a stamp never waits behind Pods.
 pub const STAMP_BODY_BUDGET: usize = 4 << 20;
+/// Bytes of answers held at once until their clients have read them, by every connection
+/// together (the client's share, [`CLIENT_BODY_SHARE`], counts them with its bodies): an
+/// answer takes room for its length once it is built, waiting at most [`BUDGET_WAIT`], and
+/// gives it back once the connection has its last piece ([`ANSWER_PIECE`]) in its buffers. Without
+/// it, answers were held whole until read: 64 connections from one address that never
+/// read answers of 1.2 MB (a Pod's long command, which `wrap`'s patch repeats) held 77 MB
+/// for as long as they stayed open. A usual answer is a few kB; this is a dozen at the
+/// patch limit.
+pub const ANSWER_BUDGET: usize = 16 << 20;
+/// The stamps' answers' own (as their bodies').
+pub const STAMP_ANSWER_BUDGET: usize = 4 << 20;
+/// An answer is handed to its connection in pieces of this size, each when the connection
+/// has written the last (HTTP/1: its 16 KiB buffer; HTTP/2: the stream's window and send
+/// buffer): what a client has not read stays in the answer's room, not in the connection's
+/// buffers, where no budget would see it.
+pub const ANSWER_PIECE: usize = 16 << 10;
+/// A connection that has not taken an answer's last piece this long after the answer was
+/// ready is closed (its other streams with it): a client that reads nothing gives back
+/// its answers' room by then. The API server reads its answers at once.
+pub const SEND_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a review whose body was read waits for a turn before it is refused as busy
 /// (503): past the longest `timeoutSeconds` an API server gives a webhook, 30 s, nobody
 /// waits for its answer.
@@ -74,16 +101,16 @@ impl ClientShare {
     }
 }
 
-/// What a body holds of the budget and of its client's share, given back when dropped.
-pub struct BodyShare {
+/// What a body or an answer holds of a budget and of its client's share, given back when
+/// dropped.
+pub struct Room {
     budget: OwnedSemaphorePermit,
     client: Option<OwnedSemaphorePermit>,
 }
 
 /// The longest answer: the patch's limit in base64, and room for the rest (the echoed
 /// apiVersion, kind and uid, each at most [`MAX_ECHOED`] bytes, and the warnings); a longer
-/// one admits the Pod unchanged (`answer.rs`). (Answers are not budgeted: one is held
-/// until its client reads it; docs/security.md says what that leaves open.)
+/// one admits the Pod unchanged (`answer.rs`).
 pub const MAX_ANSWER_BYTES: usize = MAX_PATCH_BYTES.div_ceil(3) * 4 + (64 << 10);
 /// The review's strings an answer repeats (a UID is 36 bytes, the others a few).
 pub const MAX_ECHOED: usize = 256;
@@ -102,38 +129,40 @@ pub fn echoed_too_long(api_version: &str, kind: &str, uid: &str) -> Option<Strin
     ))
 }
 
-/// Why a body is not read.
+/// Why a review is refused: its body not read, or its answer not sent.
 #[derive(Debug, PartialEq, Eq)]
-pub enum BodyRefused {
+pub enum Refused {
     TooLarge,
     TooSlow,
     Broken,
     TooManyValues(usize),
     Busy,
+    /// No room for the answer within [`BUDGET_WAIT`].
+    AnswersUnread,
 }
 
-impl BodyRefused {
+impl Refused {
     /// The HTTP answer (the API server applies the webhook's failurePolicy to it).
     pub fn answer(&self) -> (StatusCode, String) {
         match self {
-            BodyRefused::TooLarge => (
+            Refused::TooLarge => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
                     "the review is larger than {MAX_REVIEW_BYTES} bytes (the API server's own limit)\n"
                 ),
             ),
-            BodyRefused::TooSlow => (
+            Refused::TooSlow => (
                 StatusCode::REQUEST_TIMEOUT,
                 format!(
                     "the review's body did not arrive within {}s\n",
                     BODY_TIMEOUT.as_secs()
                 ),
             ),
-            BodyRefused::Broken => (
+            Refused::Broken => (
                 StatusCode::BAD_REQUEST,
                 "the review's body could not be read\n".into(),
             ),
-            BodyRefused::Busy => (
+            Refused::Busy => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "no room for the review's body within {}s: the webhook holds at most {} MiB of bodies, {} MiB from one client; try again\n",
@@ -142,7 +171,16 @@ impl BodyRefused {
                     CLIENT_BODY_SHARE >> 20
                 ),
             ),
-            BodyRefused::TooManyValues(n) => (
+            Refused::AnswersUnread => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "no room for the answer within {}s: the webhook holds at most {} MiB of answers not yet read, and {} MiB of bodies and answers for one client; try again\n",
+                    BUDGET_WAIT.as_secs(),
+                    ANSWER_BUDGET >> 20,
+                    CLIENT_BODY_SHARE >> 20
+                ),
+            ),
+            Refused::TooManyValues(n) => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("the review holds more than {MAX_JSON_VALUES} JSON values ({n} counted)\n"),
             ),
@@ -159,22 +197,22 @@ pub async fn read_body(
     body: Body,
     budget: &Arc<Semaphore>,
     client: Option<&ClientShare>,
-) -> Result<(axum::body::Bytes, BodyShare), BodyRefused> {
+) -> Result<(axum::body::Bytes, Room), Refused> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_REVIEW_BYTES as u64) {
-        return Err(BodyRefused::TooLarge);
+        return Err(Refused::TooLarge);
     }
     let read = budgeted(body, declared, budget, client);
     let (bytes, held) = match tokio::time::timeout(BODY_TIMEOUT, read).await {
-        Err(_) => return Err(BodyRefused::TooSlow),
+        Err(_) => return Err(Refused::TooSlow),
         Ok(Err(e)) => return Err(e),
         Ok(Ok(read)) => read,
     };
     match json_values(&bytes) {
-        n if n > MAX_JSON_VALUES => Err(BodyRefused::TooManyValues(n)),
+        n if n > MAX_JSON_VALUES => Err(Refused::TooManyValues(n)),
         _ => Ok((bytes, held)),
     }
 }
@@ -188,9 +226,9 @@ async fn budgeted(
     declared: Option<u64>,
     budget: &Arc<Semaphore>,
     client: Option<&ClientShare>,
-) -> Result<(axum::body::Bytes, BodyShare), BodyRefused> {
+) -> Result<(axum::body::Bytes, Room), Refused> {
     let mut body = http_body_util::Limited::new(body, MAX_REVIEW_BYTES);
-    let mut held = BodyShare {
+    let mut held = Room {
         budget: room(budget, 0).await?,
         client: match client {
             Some(c) => Some(room(&c.0, 0).await?),
@@ -201,8 +239,8 @@ async fn budgeted(
     let mut bytes = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| match is_length_limit(&*e) {
-            true => BodyRefused::TooLarge,
-            false => BodyRefused::Broken,
+            true => Refused::TooLarge,
+            false => Refused::Broken,
         })?;
         let Ok(data) = frame.into_data() else {
             continue; // (trailers)
@@ -222,12 +260,29 @@ async fn budgeted(
     Ok((bytes.into(), held))
 }
 
+/// Room for an answer of `bytes` in the answers' `budget` and the client's share (taken
+/// from the share first, as a body's is), each waited for at most [`BUDGET_WAIT`].
+pub async fn answer_room(
+    bytes: usize,
+    budget: &Arc<Semaphore>,
+    client: Option<&ClientShare>,
+) -> Result<Room, Refused> {
+    let units = bytes.div_ceil(BUDGET_UNIT).max(1);
+    let busy = |_| Refused::AnswersUnread;
+    let client = match client {
+        Some(c) => Some(room(&c.0, units).await.map_err(busy)?),
+        None => None,
+    };
+    let budget = room(budget, units).await.map_err(busy)?;
+    Ok(Room { budget, client })
+}
+
 /// `units` of `pool`, waited for at most [`BUDGET_WAIT`].
-async fn room(pool: &Arc<Semaphore>, units: usize) -> Result<OwnedSemaphorePermit, BodyRefused> {
+async fn room(pool: &Arc<Semaphore>, units: usize) -> Result<OwnedSemaphorePermit, Refused> {
     let units = u32::try_from(units).unwrap_or(u32::MAX);
     match tokio::time::timeout(BUDGET_WAIT, pool.clone().acquire_many_owned(units)).await {
         Ok(permit) => Ok(permit.expect("never closed")),
-        Err(_) => Err(BodyRefused::Busy),
+        Err(_) => Err(Refused::Busy),
     }
 }
 

@@ -15,6 +15,7 @@ mod metrics;
 mod requester;
 mod review;
 mod self_managed;
+mod sending;
 mod server;
 
 use std::net::SocketAddr;

@@ -21,11 +21,13 @@ use super::review::Reviewer;
 use crate::shared::ephemeraljob::{ANNOTATION_REQUESTER, Requester};
 
 pub async fn stamp(State(reviewer): State<Arc<Reviewer>>, request: Request) -> Response {
-    let (body, _share, _turn) = match reviewer.take(request, &reviewer.stamps, false).await {
+    let taken = match reviewer.take(request, &reviewer.stamps, false).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };
-    stamp_read(&reviewer, &body)
+    let answer = stamp_read(&reviewer, &taken.body);
+    drop((taken.body, taken.room, taken.turn));
+    taken.reply.send(answer, &reviewer.stamps.answers).await
 }
 
 /// The answer to a review whose body was read.

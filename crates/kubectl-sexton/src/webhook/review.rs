@@ -24,10 +24,12 @@ use tracing::{debug, info, warn};
 
 use super::answer::{Answer, Request, Review};
 use super::limits::{
-    BODY_BUDGET, BodyShare, CONCURRENT_REVIEWS, ClientShare, STAMP_BODY_BUDGET, TURN_WAIT,
-    beyond_limits, body_budget, echoed_too_long, escaped, patch_too_large, read_body,
+    ANSWER_BUDGET, BODY_BUDGET, CONCURRENT_REVIEWS, ClientShare, Room, STAMP_ANSWER_BUDGET,
+    STAMP_BODY_BUDGET, TURN_WAIT, beyond_limits, body_budget, echoed_too_long, escaped,
+    patch_too_large, read_body,
 };
 use super::metrics::WebhookMetrics;
+use super::sending::Reply;
 use crate::shared::registry::{RegistryOpts, lookup_all};
 
 /// Lookups are kept this long (an image's ENTRYPOINT under a tag rarely changes; a failed
@@ -50,27 +52,39 @@ pub struct Reviewer {
     /// Reads the owners of refused Pods (an Event is only about one that exists).
     pub client: kube::Client,
     lookups: Mutex<HashMap<String, (Instant, Lookup)>>,
-    /// The Pods' turns and body budget.
+    /// The Pods' turns and budgets.
     reviews: Pools,
     /// The EphemeralJob requester's stamps' own (a stamp must not wait behind Pods, or the
     /// EphemeralJob would go unstamped and be refused).
     pub stamps: Pools,
 }
 
-/// What reviews share: their turns (`limits::CONCURRENT_REVIEWS`) and the bytes of bodies
-/// held at once (`limits::BODY_BUDGET`).
+/// What reviews share: their turns (`limits::CONCURRENT_REVIEWS`), the bytes of bodies
+/// held at once (`limits::BODY_BUDGET`), and of answers not yet read
+/// (`limits::ANSWER_BUDGET`).
 pub struct Pools {
     turns: Arc<Semaphore>,
     budget: Arc<Semaphore>,
+    pub answers: Arc<Semaphore>,
 }
 
 impl Pools {
-    fn new(budget: usize) -> Self {
+    fn new(bodies: usize, answers: usize) -> Self {
         Pools {
             turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
-            budget: body_budget(budget),
+            budget: body_budget(bodies),
+            answers: body_budget(answers),
         }
     }
+}
+
+/// A review taken: its body, what the body holds of the budget (to be given back once it
+/// is parsed), its turn, and where its answer goes.
+pub struct Taken {
+    pub body: axum::body::Bytes,
+    pub room: Room,
+    pub turn: Arc<Turn>,
+    pub reply: Reply,
 }
 
 /// One of the turns. Moved into any work that outlives the request (a blocking thread goes
@@ -82,17 +96,18 @@ pub struct Turn {
 
 impl Reviewer {
     /// The review's body, read within the limits, the `pools`' budget and (`per_client`) its
-    /// client's share, then one of the `pools`' turns (waited for at most `limits::TURN_WAIT`); or the answer
-    /// that refuses it. The body's share is to be given back once it is parsed.
+    /// client's share, then one of the `pools`' turns (waited for at most
+    /// `limits::TURN_WAIT`); or the answer that refuses it.
     pub async fn take(
         &self,
         request: axum::extract::Request,
         pools: &Pools,
         per_client: bool,
-    ) -> Result<(axum::body::Bytes, BodyShare, Arc<Turn>), Response> {
+    ) -> Result<Taken, Response> {
         let (parts, body) = request.into_parts();
+        let reply = Reply::of(&parts.extensions, per_client);
         let client = parts.extensions.get::<ClientShare>().filter(|_| per_client);
-        let (bytes, share) = match read_body(&parts.headers, body, &pools.budget, client).await {
+        let (body, room) = match read_body(&parts.headers, body, &pools.budget, client).await {
             Ok(read) => read,
             Err(refused) => {
                 self.metrics.reviewed("refused-body", Duration::ZERO);
@@ -108,7 +123,12 @@ impl Reviewer {
         let turn = Turn {
             _review: review.expect("never closed"),
         };
-        Ok((bytes, share, Arc::new(turn)))
+        Ok(Taken {
+            body,
+            room,
+            turn: Arc::new(turn),
+            reply,
+        })
     }
 }
 
@@ -129,8 +149,8 @@ impl Reviewer {
             pull_secrets,
             client,
             lookups: Mutex::default(),
-            reviews: Pools::new(BODY_BUDGET),
-            stamps: Pools::new(STAMP_BODY_BUDGET),
+            reviews: Pools::new(BODY_BUDGET, ANSWER_BUDGET),
+            stamps: Pools::new(STAMP_BODY_BUDGET, STAMP_ANSWER_BUDGET),
         }
     }
 }
@@ -157,21 +177,26 @@ async fn answer(
     scope: Scope,
     request: axum::extract::Request,
 ) -> Response {
-    let (body, share, turn) = match reviewer.take(request, &reviewer.reviews, true).await {
+    let Taken {
+        body,
+        room,
+        turn,
+        reply,
+    } = match reviewer.take(request, &reviewer.reviews, true).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };
     // (the turn is held until the answer is built: encoding the patch is work too)
-    let answer = reviewed(reviewer.clone(), scope, (body, share), turn.clone()).await;
+    let answer = reviewed(reviewer.clone(), scope, (body, room), turn.clone()).await;
     drop(turn);
-    answer
+    reply.send(answer, &reviewer.reviews.answers).await
 }
 
 /// The answer to a review whose body was read and which has its turn.
 async fn reviewed(
     reviewer: Arc<Reviewer>,
     scope: Scope,
-    (body, share): (axum::body::Bytes, BodyShare),
+    (body, room): (axum::body::Bytes, Room),
     turn: Arc<Turn>,
 ) -> Response {
     let started = Instant::now();
@@ -187,7 +212,7 @@ async fn reviewed(
     };
     let bytes = body.len();
     // (parsed: the turns bound what it takes from here)
-    drop((body, share));
+    drop((body, room));
     let Some(mut request) = review.request.take() else {
         return (
             StatusCode::BAD_REQUEST,

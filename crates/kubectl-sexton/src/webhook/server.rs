@@ -36,7 +36,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::debug;
 
-use super::limits::ClientShare;
+use super::limits::{ANSWER_PIECE, ClientShare, SEND_DEADLINE};
+use super::sending::Overdue;
 use crate::shared::http::{Health, ListenError, accept};
 
 /// A client has this long after the accept to complete its TLS handshake (the wait for a turn
@@ -67,9 +68,19 @@ const STREAMS: u32 = 32;
 /// bodies; at 32 KiB a stream and 128 KiB the connection a 3 MiB review still arrives in a
 /// hundred round trips, a millisecond each at most in a cluster). A stream waiting for room
 /// in the body budget keeps its unread window: four such streams stall their connection,
-/// for at most `limits::BUDGET_WAIT`.)
+/// for at most `limits::BUDGET_WAIT`.) And what it holds of answers beyond the answers'
+/// budget (which counts them until the connection takes their last piece,
+/// `limits::ANSWER_PIECE`): HTTP/1's write buffer, of the same size, and HTTP/2's send
+/// buffer of one piece a stream (hyper's default, 400 KiB, would take a whole answer of a
+/// few hundred kB out of the budget's sight).
 const HTTP1_BUFFER: usize = 16 << 10;
 const HTTP2_WINDOW: u32 = 32 << 10;
+/// The kernel's send buffer of a connection (Linux doubles it for its bookkeeping): what it
+/// holds of answers out of the budget's sight, and out of the process's memory but in its
+/// cgroup's. Left to autotuning, it grows with the path's segment size, to about 1.3 MB on
+/// loopback, where a whole answer of the patch limit fit in it; at 64 KiB a connection an
+/// answer still goes out at 128 KiB a round trip, over 100 MB/s within a cluster.
+const SEND_BUFFER: usize = 64 << 10;
 
 /// How many connections are served.
 #[derive(Debug, Clone, Copy)]
@@ -185,6 +196,9 @@ async fn accept_loop(
             return;
         };
         let (conn, peer) = accept(&listener).await;
+        if let Err(e) = socket2::SockRef::from(&conn).set_send_buffer_size(SEND_BUFFER) {
+            debug!(%peer, "cannot bound the connection's send buffer: {e}");
+        }
         let Some(client) = clients.enter(client_of(peer.ip()), limits.per_client) else {
             debug!(%peer, "closed: {} connections from this address already", limits.per_client);
             continue;
@@ -339,9 +353,12 @@ async fn serve_one(
     };
     let (in_flight, watch_in_flight) = watch::channel(0usize);
     let in_flight = Arc::new(in_flight);
+    let (late, mut watch_overdue) = watch::channel(false);
+    let late = Overdue(Arc::new(late));
     let counted = router.layer(from_fn(move |mut req: Request, next: Next| {
         let busy = Busy::start(in_flight.clone());
         req.extensions_mut().insert(bodies.clone());
+        req.extensions_mut().insert(late.clone());
         async move {
             let response = next.run(req).await;
             drop(busy);
@@ -360,17 +377,32 @@ async fn serve_one(
         .max_concurrent_streams(STREAMS)
         .initial_stream_window_size(HTTP2_WINDOW)
         .initial_connection_window_size(4 * HTTP2_WINDOW)
+        .max_send_buf_size(ANSWER_PIECE)
         .keep_alive_interval(Some(Duration::from_secs(30)));
     let served = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(counted));
     tokio::pin!(served);
-    tokio::select! {
-        r = served.as_mut() => if let Err(e) = r { debug!("connection ended: {e}") },
+    let why = tokio::select! {
+        r = served.as_mut() => match r {
+            Ok(()) => "ended".to_string(),
+            Err(e) => format!("ended: {e}"),
+        },
         () = idle(watch_in_flight) => {
             served.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(Duration::from_secs(1), served).await;
-            debug!("idle connection closed");
+            "idle".to_string()
         }
-    }
+        true = overdue(&mut watch_overdue) => {
+            format!("an answer not taken within {}s", SEND_DEADLINE.as_secs())
+        }
+    };
+    debug!("connection closed: {why}");
+}
+
+/// Whether one of the connection's answers was not taken in time (`false` if no answer can
+/// be any more).
+async fn overdue(late: &mut watch::Receiver<bool>) -> bool {
+    let late = late.wait_for(|late| *late).await.is_ok();
+    late
 }
 
 /// A request in flight on the connection.
