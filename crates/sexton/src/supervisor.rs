@@ -81,9 +81,9 @@ pub fn run(cfg: Config, signals: Signals) -> Result<i32, SetupError> {
     let locks_work = record.locks_work();
     let core = Core::new(Policy::from_config(&cfg, pid1));
     let watched = core.watched();
-    let (mut watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
+    let (watcher, poll) = start_watch(&cfg, !watched.is_empty())?;
     let graveyard = Watched::new(&cfg.graveyard);
-    let always_poll = watcher.is_none() || !watch_own_files(watcher.as_mut(), &record);
+    let always_poll = watcher.is_none();
     let mut sup = Supervisor {
         observer: Observer::new(&cfg.graveyard, &watched, locks_work, poster.clone()),
         graveyard_id: graveyard.dir_identity(),
@@ -103,6 +103,7 @@ pub fn run(cfg: Config, signals: Signals) -> Result<i32, SetupError> {
         loss_said: None,
         losses_unsaid: 0,
     };
+    sup.rewatch_own_files();
     sup.start_api_watch()?;
     Ok(sup.run_loop())
 }
@@ -150,26 +151,6 @@ fn start_watch(
         );
     }
     Ok((watcher, poll))
-}
-
-/// Watches this container's own lock file and record, through which a removed or emptied
-/// graveyard is noticed (see `watch.rs`). `false` if one cannot be watched: then only the
-/// poll notices.
-fn watch_own_files(watcher: Option<&mut GraveyardWatcher>, record: &OwnRecord) -> bool {
-    let Some(w) = watcher else {
-        return true;
-    };
-    let mut all = true;
-    for (file, watched) in watch_own(w, record) {
-        if let Err(e) = watched {
-            warn!(
-                "cannot watch {} ({e}); polling to notice a removed graveyard",
-                file.display()
-            );
-            all = false;
-        }
-    }
-    all
 }
 
 /// Watches what is now at the paths of our lock file (if we hold one there) and record (if
@@ -276,8 +257,7 @@ impl Supervisor {
             Ok(false) => vec![],
             Ok(true) => self.rescan(now),
             Err(e) => {
-                warn!("cannot change the graveyard watch ({e}); polling as well");
-                self.always_poll = true;
+                self.fall_back_to_poll(&format!("cannot change the graveyard watch ({e})"));
                 vec![]
             }
         }
@@ -450,39 +430,56 @@ impl Supervisor {
     /// a watch refused for want of resources (ENOSPC: the user's inotify watches are used
     /// up; ENOMEM) says nothing about the graveyard, so the poll takes over instead.
     fn follow_own_files(&mut self) -> bool {
-        let Some(w) = &mut self.watcher else {
-            return !self.presence_lost();
-        };
-        let mut vanished = false;
-        for (file, watched) in watch_own(w, &self.record) {
-            match watched {
-                Ok(()) => {}
-                Err(Errno::ENOENT) => vanished = true,
-                Err(e) => {
-                    // (said once: a file replaced again and again would say it each time)
-                    if !self.always_poll {
-                        warn!(
-                            "cannot watch {} ({e}); polling to notice a removed graveyard",
-                            file.display()
-                        );
-                    }
-                    self.poll = Some(self.cfg.poll_interval);
-                    self.always_poll = true;
-                }
-            }
-        }
+        let vanished = self.watch_own_files();
         let lost = self.presence_lost();
         debug!(vanished, lost, "own lock file or record changed");
         !vanished && !lost
     }
 
-    /// Watches our lock file and record again (new ones are in place); the poll covers
-    /// what cannot be watched.
+    /// Watches our lock file and record again (new ones are in place: at the start, and
+    /// once the graveyard is re-created); the poll covers what cannot be watched, one that
+    /// is gone already included.
     fn rewatch_own_files(&mut self) {
-        if !watch_own_files(self.watcher.as_mut(), &self.record) {
-            self.poll = Some(self.cfg.poll_interval);
-            self.always_poll = true;
+        if self.watch_own_files() {
+            self.fall_back_to_poll("own lock file or record gone as it was to be watched");
         }
+    }
+
+    /// Watches what is now at the paths of our lock file and record, through which a
+    /// removed or emptied graveyard is noticed (see `watch.rs`); what cannot be watched
+    /// (inotify watches used up: ENOSPC) is left to the poll. Whether one of them is gone
+    /// (ENOENT).
+    fn watch_own_files(&mut self) -> bool {
+        let Some(w) = &mut self.watcher else {
+            return false;
+        };
+        let mut vanished = false;
+        let mut refused = None;
+        for (file, watched) in watch_own(w, &self.record) {
+            match watched {
+                Ok(()) => {}
+                Err(Errno::ENOENT) => vanished = true,
+                Err(e) => refused = Some(format!("cannot watch {} ({e})", file.display())),
+            }
+        }
+        if let Some(why) = refused {
+            self.fall_back_to_poll(&why);
+        }
+        vanished
+    }
+
+    /// The poll takes over, for the container's life and in every watch mode, what inotify
+    /// does not see (said once: a file replaced again and again would say it each time).
+    /// Before, in mode `inotify` a refused watch said "polling" and set no poll.
+    fn fall_back_to_poll(&mut self, why: &str) {
+        if !self.always_poll {
+            warn!(
+                "{why}; polling every {} to notice what inotify does not",
+                format_go_duration(self.cfg.poll_interval)
+            );
+        }
+        self.poll = Some(self.cfg.poll_interval);
+        self.always_poll = true;
     }
 
     /// Whether the graveyard is no longer the one we are in: removed, replaced, or emptied
@@ -526,11 +523,8 @@ impl Supervisor {
         }
         if let Some(w) = &mut self.watcher {
             if let Err(e) = w.rewatch() {
-                warn!(
-                    "cannot watch the re-created graveyard ({e}); only the poll sees changes now"
-                );
-                self.poll = Some(self.cfg.poll_interval);
-                self.always_poll = true;
+                let why = format!("cannot watch the re-created graveyard ({e})");
+                self.fall_back_to_poll(&why);
             }
         }
         self.rewatch_own_files();

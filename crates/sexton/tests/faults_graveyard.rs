@@ -828,6 +828,68 @@ fn inotify_watches_used_up_fall_back_to_the_poll_not_to_a_lost_graveyard() {
     );
 }
 
+/// In mode `inotify`, a sidecar whose own files cannot be watched from the start (its user
+/// namespace allows it one inotify watch: the graveyard's) says so and polls. Its record,
+/// deleted alone (which the graveyard's own watch does not report), is put back within a
+/// poll. Before, it said "polling" and set no poll: the record stayed gone, and peers saw
+/// no sidecar.
+#[test]
+fn inotify_mode_polls_what_it_cannot_watch_from_the_start() {
+    let pod = Pod::new("inotify-start");
+    pod.fifo("fifo");
+    let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
+    let mut c = Command::new("unshare");
+    c.args([
+        "--user",
+        "--map-root-user",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+    ])
+    .args([
+        "sh",
+        "-c",
+        "echo 1 > /proc/sys/user/max_inotify_watches && exec \"$@\"",
+        "sh",
+    ])
+    .arg(sexton_bin())
+    .args(["--", "sh", "-c", &term_recorder("term", 0)])
+    .env_clear()
+    .env(
+        "PATH",
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+    )
+    .env("KUBEXIT_NAME", "sidecar")
+    .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
+    .env("KUBEXIT_DEATH_DEPS", "main")
+    .env("KUBEXIT_WATCH", "inotify")
+    .env("KUBEXIT_POLL_INTERVAL", "50ms")
+    .env("POD", &pod.root);
+    let mut sidecar = pod.spawn("sidecar", c);
+    pod.wait_born("main");
+    pod.wait_born("sidecar");
+    pod.wait_file("term.started");
+    let logs = sidecar.logs();
+    assert!(
+        logs.contains("cannot watch") && logs.contains("polling every 50ms"),
+        "the sidecar did not say that it cannot watch its own files:\n{logs}"
+    );
+    fs::remove_file(pod.tombstone_path("sidecar")).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || has(&pod.tombstone("sidecar"), "Born")),
+        "the sidecar's record was not put back:\n{}",
+        sidecar.logs()
+    );
+    fs::write(pod.path("fifo"), "go\n").unwrap();
+    assert_eq!(main.wait(), 0, "{}", main.logs());
+    assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
+    assert!(
+        exists(&pod.path("term")),
+        "the sidecar's child was not stopped by TERM"
+    );
+}
+
 /// A cleanup that deletes a sidecar's lock file again and again costs its supervisor a
 /// bounded number of open files: it puts a new lock back 16 times, keeping the superseded
 /// ones held (a peer's waiter may block on any of them, and would take its release for
@@ -1053,21 +1115,23 @@ fn removed_or_emptied_graveyard_is_restored_at_once() {
     }
 }
 
-/// Removes `dir` although sexton may re-create it (and files in it) while it is being
-/// removed: `remove_dir_all` then fails ("not empty", or "not found" for an entry that
-/// went meanwhile); retried until one removal went through, bounded.
+/// Removes `dir` as `rm -rf` does, in a way that sexton's re-creation cannot race: moved
+/// away first (the path is gone at once), then the moved directory removed (its files
+/// unlinked; retried, bounded, should a write through a descriptor still land there). A
+/// `remove_dir_all` of the path itself, retried while sexton re-created the graveyard in
+/// it, deleted the re-created lock again and again (16 times in 3 ms under load, after
+/// which sexton stops putting it back, and the test failed).
 fn remove_while_recreated(dir: &std::path::Path) {
+    let moved = dir.with_extension("removed");
+    fs::rename(dir, &moved).unwrap();
     for _ in 0..50 {
-        match fs::remove_dir_all(dir) {
+        match fs::remove_dir_all(&moved) {
             Ok(()) => return,
-            Err(_) if !dir.exists() => return,
+            Err(_) if !moved.exists() => return,
             Err(_) => std::thread::yield_now(),
         }
     }
-    panic!(
-        "could not remove {} while sexton re-created it",
-        dir.display()
-    );
+    panic!("could not remove {}", moved.display());
 }
 
 // ---------------------------------------------------------------------------------------
