@@ -62,12 +62,12 @@ pub const CLIENT_BODY_SHARE: usize = 12 << 20;
 pub const STAMP_BODY_BUDGET: usize = 4 << 20;
 /// Bytes of answers held at once until their clients have read them, by every connection
 /// together (the client's share, [`CLIENT_BODY_SHARE`], counts them with its bodies): an
-/// answer takes room for its length once it is built, waiting at most [`BUDGET_WAIT`], and
-/// gives it back once the connection has its last piece ([`ANSWER_PIECE`]) in its buffers. Without
-/// it, answers were held whole until read: 64 connections from one address that never
-/// read answers of 1.2 MB (a Pod's long command, which `wrap`'s patch repeats) held 77 MB
-/// for as long as they stayed open. A usual answer is a few kB; this is a dozen at the
-/// patch limit.
+/// answer takes room for its length once it is built (in its review's turn), waiting at
+/// most [`BUDGET_WAIT`], and gives it back once the connection has written its last piece
+/// ([`ANSWER_PIECE`]; `sending.rs`). Without it, answers were held whole until read: 64
+/// connections from one address that never read answers of 1.2 MB (a Pod's long command,
+/// which `wrap`'s patch repeats) took 101 MiB more, for as long as they stayed open (22 MiB
+/// with it). A usual answer is a few kB; this is a dozen at the patch limit.
 pub const ANSWER_BUDGET: usize = 16 << 20;
 /// The stamps' answers' own (as their bodies').
 pub const STAMP_ANSWER_BUDGET: usize = 4 << 20;

@@ -26,8 +26,11 @@ pub async fn stamp(State(reviewer): State<Arc<Reviewer>>, request: Request) -> R
         Err(refused) => return refused,
     };
     let answer = stamp_read(&reviewer, &taken.body);
-    drop((taken.body, taken.room, taken.turn));
-    taken.reply.send(answer, &reviewer.stamps.answers).await
+    drop((taken.body, taken.room));
+    // (in the turn: see review.rs)
+    let sent = taken.reply.send(answer, &reviewer.stamps.answers).await;
+    drop(taken.turn);
+    sent
 }
 
 /// The answer to a review whose body was read.

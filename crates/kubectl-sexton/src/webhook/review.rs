@@ -186,10 +186,12 @@ async fn answer(
         Ok(taken) => taken,
         Err(refused) => return refused,
     };
-    // (the turn is held until the answer is built: encoding the patch is work too)
+    // (the turn is held until the answer is built, encoding the patch is work too, and has
+    // its room: answers waiting for room are then no more than the turns)
     let answer = reviewed(reviewer.clone(), scope, (body, room), turn.clone()).await;
+    let sent = reply.send(answer, &reviewer.reviews.answers).await;
     drop(turn);
-    reply.send(answer, &reviewer.reviews.answers).await
+    sent
 }
 
 /// The answer to a review whose body was read and which has its turn.

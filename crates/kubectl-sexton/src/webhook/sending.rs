@@ -1,19 +1,23 @@
 //! An answer's way back to its client: room for it in the answers' budget and in its
-//! client's share (`limits::ANSWER_BUDGET`), taken once it is built; its bytes handed to the
-//! connection a piece at a time (`limits::ANSWER_PIECE`), so that what the client has not
-//! read stays counted here; and a deadline (`limits::SEND_DEADLINE`) after which a
-//! connection that has not taken the last piece is closed, which gives the room back.
+//! client's share (`limits::ANSWER_BUDGET`), taken once it is built and before its turn is
+//! given back; its bytes handed to the connection a piece at a time
+//! (`limits::ANSWER_PIECE`), each piece a copy that carries the answer's room, so that what
+//! the client has not read stays counted wherever it waits (the answer, hyper's and h2's
+//! buffers); and a deadline (`limits::SEND_DEADLINE`) after which a connection that still
+//! holds a piece of the answer is closed, which gives the room back.
 //!
 //! Before, a whole answer went to the connection at once: a client that read nothing kept
-//! it, outside any budget, for as long as its connection stayed open.
+//! it, outside any budget, for as long as its connection stayed open. (And pieces cut from
+//! the answer's buffer without a copy kept the whole buffer alive in the last one.)
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use http_body::{Body as _, Frame, SizeHint};
+use http_body::{Frame, SizeHint};
 use tokio::sync::{Semaphore, watch};
 
 use super::limits::{
@@ -45,20 +49,32 @@ impl Reply {
         }
     }
 
-    /// `response`, paced and counted in `budget` (and the client's share) until it is
-    /// taken; or, when there is no room for it within `limits::BUDGET_WAIT`, a 503.
+    /// `response`, counted in `budget` (and the client's share) until the connection has
+    /// written it, and paced; a 503 when there is no room for it within
+    /// `limits::BUDGET_WAIT`, a 500 for one longer than [`MAX_ANSWER_BYTES`] (a Pod's answer
+    /// never is, `answer.rs`; a stamp's from a forged review may be). To be called before the
+    /// review's turn is given back: the answers that wait for room are then as many as the
+    /// turns.
     pub async fn send(self, response: Response, budget: &Arc<Semaphore>) -> Response {
-        // (every answer is built whole, so its length is known; an unknown one counts as
-        // the longest)
-        let bytes = response
-            .body()
-            .size_hint()
-            .exact()
-            .map_or(MAX_ANSWER_BYTES, |n| n as usize);
-        let room = match answer_room(bytes, budget, self.client.as_ref()).await {
+        let (parts, body) = response.into_parts();
+        // (every answer is built whole: this takes no time)
+        let whole = match axum::body::to_bytes(body, MAX_ANSWER_BYTES).await {
+            Ok(whole) => whole,
+            Err(_) => {
+                let why = format!(
+                    "the answer is longer than the webhook sends ({MAX_ANSWER_BYTES} bytes)\n"
+                );
+                return (StatusCode::INTERNAL_SERVER_ERROR, why).into_response();
+            }
+        };
+        let room = match answer_room(whole.len(), budget, self.client.as_ref()).await {
             Ok(room) => room,
             Err(refused) => return refused.answer().into_response(),
         };
+        // (a copy of its exact length: the buffer it was built in may have up to twice
+        // that, which the room would not count)
+        let answer = Bytes::copy_from_slice(&whole);
+        drop(whole);
         let deadline = self.overdue.map(|Overdue(overdue)| {
             tokio::spawn(async move {
                 tokio::time::sleep(SEND_DEADLINE).await;
@@ -66,22 +82,16 @@ impl Reply {
             })
             .abort_handle()
         });
-        let held = Held {
+        let held = Arc::new(Held {
             _room: room,
             deadline,
-        };
-        response.map(|body| {
-            Body::new(Paced {
-                body,
-                piece: Bytes::new(),
-                held: Some(held),
-            })
-        })
+        });
+        Response::from_parts(parts, Body::new(Paced { answer, held }))
     }
 }
 
-/// What an answer holds until its last piece is taken: its room, and its deadline (aborted
-/// when dropped).
+/// What an answer holds until the connection has dropped its last piece: its room, and its
+/// deadline (aborted when dropped).
 struct Held {
     _room: Room,
     deadline: Option<tokio::task::AbortHandle>,
@@ -95,15 +105,26 @@ impl Drop for Held {
     }
 }
 
-/// A body given to the connection in pieces of at most [`ANSWER_PIECE`] bytes; what it
-/// holds is given back when the connection drops it, which it does once it has put the last
-/// piece in its buffers (HTTP/2: once the stream's window let it; a stream whose window
-/// stays shut keeps its last piece in hand, and the body with it, until the deadline).
+/// An answer given to the connection in pieces of at most [`ANSWER_PIECE`] bytes, each a
+/// copy that holds the answer's [`Held`]: the room is given back, and the deadline called
+/// off, once the connection has dropped every piece (written them to TLS), wherever one
+/// waits. (A stream whose window the client keeps shut keeps its piece, and the room.)
 struct Paced {
-    body: Body,
-    /// What is left of the frame being given.
-    piece: Bytes,
-    held: Option<Held>,
+    /// What is left to give.
+    answer: Bytes,
+    held: Arc<Held>,
+}
+
+/// One piece: its bytes, and the answer's [`Held`].
+struct Piece {
+    bytes: Vec<u8>,
+    _held: Arc<Held>,
+}
+
+impl AsRef<[u8]> for Piece {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 impl http_body::Body for Paced {
@@ -112,49 +133,40 @@ impl http_body::Body for Paced {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
+        _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        loop {
-            if !self.piece.is_empty() {
-                let n = self.piece.len().min(ANSWER_PIECE);
-                return Poll::Ready(Some(Ok(Frame::data(self.piece.split_to(n)))));
-            }
-            match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => self.piece = data,
-                    Err(other) => return Poll::Ready(Some(Ok(other))),
-                },
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => {
-                    self.held = None;
-                    return Poll::Ready(None);
-                }
-            }
+        if self.answer.is_empty() {
+            return Poll::Ready(None);
         }
+        let n = self.answer.len().min(ANSWER_PIECE);
+        let piece = Piece {
+            bytes: self.answer.split_to(n).to_vec(),
+            _held: self.held.clone(),
+        };
+        if self.answer.is_empty() {
+            // (the answer's own buffer goes now, not with the body)
+            self.answer = Bytes::new();
+        }
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_owner(piece)))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.piece.is_empty() && self.body.is_end_stream()
+        self.answer.is_empty()
     }
 
     fn size_hint(&self) -> SizeHint {
-        let body = self.body.size_hint();
-        let mut hint = SizeHint::new();
-        hint.set_lower(body.lower() + self.piece.len() as u64);
-        if let Some(upper) = body.upper() {
-            hint.set_upper(upper + self.piece.len() as u64);
-        }
-        hint
+        SizeHint::with_exact(self.answer.len() as u64)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body::Body as _;
     use http_body_util::BodyExt;
 
     #[tokio::test]
-    async fn an_answer_is_given_in_pieces_and_its_room_back_once_dropped() {
+    async fn an_answer_is_given_in_pieces_that_hold_its_room() {
         let budget = Arc::new(Semaphore::new(4096));
         let answer = vec![7u8; 2 * ANSWER_PIECE + 5];
         let response = (
@@ -169,18 +181,33 @@ mod tests {
         let mut body = reply.send(response, &budget).await.into_body();
         assert_eq!(body.size_hint().exact(), Some(answer.len() as u64));
         let mut pieces = vec![];
-        while !body.is_end_stream() {
-            let data = body.frame().await.unwrap().unwrap().into_data().unwrap();
-            pieces.push(data.len());
+        while let Some(frame) = body.frame().await {
+            pieces.push(frame.unwrap().into_data().unwrap());
         }
-        assert_eq!(pieces, [ANSWER_PIECE, ANSWER_PIECE, 5]);
-        // (given back when the connection drops the body, having put the last piece in its
-        // buffers)
+        let lengths: Vec<usize> = pieces.iter().map(Bytes::len).collect();
+        assert_eq!(lengths, [ANSWER_PIECE, ANSWER_PIECE, 5]);
+        drop(body);
+        // (the connection still holds the last piece: the room too)
+        let last = pieces.pop().unwrap();
+        drop(pieces);
         assert!(
             budget.available_permits() < 4096,
-            "room given back with the last piece"
+            "room given back with a piece still held"
         );
-        drop(body);
+        drop(last);
+        assert_eq!(budget.available_permits(), 4096);
+    }
+
+    #[tokio::test]
+    async fn an_answer_too_long_is_not_sent() {
+        let budget = Arc::new(Semaphore::new(4096));
+        let response = vec![b' '; MAX_ANSWER_BYTES + 1].into_response();
+        let reply = Reply {
+            client: None,
+            overdue: None,
+        };
+        let sent = reply.send(response, &budget).await;
+        assert_eq!(sent.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(budget.available_permits(), 4096);
     }
 }

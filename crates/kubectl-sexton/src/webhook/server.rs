@@ -68,11 +68,10 @@ const STREAMS: u32 = 32;
 /// bodies; at 32 KiB a stream and 128 KiB the connection a 3 MiB review still arrives in a
 /// hundred round trips, a millisecond each at most in a cluster). A stream waiting for room
 /// in the body budget keeps its unread window: four such streams stall their connection,
-/// for at most `limits::BUDGET_WAIT`.) And what it holds of answers beyond the answers'
-/// budget (which counts them until the connection takes their last piece,
-/// `limits::ANSWER_PIECE`): HTTP/1's write buffer, of the same size, and HTTP/2's send
-/// buffer of one piece a stream (hyper's default, 400 KiB, would take a whole answer of a
-/// few hundred kB out of the budget's sight).
+/// for at most `limits::BUDGET_WAIT`.) What it writes ahead: answers' pieces
+/// (`limits::ANSWER_PIECE`), each counted in the answers' budget wherever it waits, in
+/// HTTP/1's write buffer of the same size, or HTTP/2's send buffer of one piece a stream
+/// (hyper's default, 400 KiB, lets a stream take a whole answer of a few hundred kB at once).
 const HTTP1_BUFFER: usize = 16 << 10;
 const HTTP2_WINDOW: u32 = 32 << 10;
 /// The kernel's send buffer of a connection (Linux doubles it for its bookkeeping): what it
