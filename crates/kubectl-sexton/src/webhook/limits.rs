@@ -108,6 +108,18 @@ pub struct Room {
     client: Option<OwnedSemaphorePermit>,
 }
 
+impl Room {
+    /// No room (in `pool`): for an answer that carries none over.
+    #[cfg(test)]
+    pub fn none(pool: &Arc<Semaphore>) -> Room {
+        let budget = pool.clone().try_acquire_many_owned(0).expect("no permits");
+        Room {
+            budget,
+            client: None,
+        }
+    }
+}
+
 /// The longest answer: the patch's limit in base64, and room for the rest (the echoed
 /// apiVersion, kind and uid, each at most [`MAX_ECHOED`] bytes, and the warnings); a longer
 /// one admits the Pod unchanged (`answer.rs`).
@@ -174,9 +186,9 @@ impl Refused {
             Refused::AnswersUnread => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "no room for the answer within {}s: the webhook holds at most {} MiB of answers not yet read, and {} MiB of bodies and answers for one client; try again\n",
-                    BUDGET_WAIT.as_secs(),
+                    "no room for the answer: the webhook holds at most {} MiB of answers not yet read (waited for {}s), and {} MiB of bodies and answers for one client; try again\n",
                     ANSWER_BUDGET >> 20,
+                    BUDGET_WAIT.as_secs(),
                     CLIENT_BODY_SHARE >> 20
                 ),
             ),
@@ -260,20 +272,39 @@ async fn budgeted(
     Ok((bytes.into(), held))
 }
 
-/// Room for an answer of `bytes` in the answers' `budget` and the client's share (taken
-/// from the share first, as a body's is), each waited for at most [`BUDGET_WAIT`].
+/// Room for an answer of `bytes`: in the client's share, what its review's body held there
+/// (`body`, usually more than the answer needs) and, if that is short, the rest at once or
+/// not at all (only this client's own bodies and unread answers fill its share: waiting,
+/// in the review's turn, would make every other client wait behind it); then in the
+/// answers' `budget`, waited for at most [`BUDGET_WAIT`] (clients on two addresses fill it).
 pub async fn answer_room(
     bytes: usize,
     budget: &Arc<Semaphore>,
+    body: Room,
     client: Option<&ClientShare>,
 ) -> Result<Room, Refused> {
     let units = bytes.div_ceil(BUDGET_UNIT).max(1);
-    let busy = |_| Refused::AnswersUnread;
-    let client = match client {
-        Some(c) => Some(room(&c.0, units).await.map_err(busy)?),
-        None => None,
+    let client = match (client, body.client) {
+        (None, _) => None,
+        (Some(_), Some(mut held)) if held.num_permits() >= units => held.split(units),
+        (Some(c), held) => {
+            let have = held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
+            let more = u32::try_from(units - have).unwrap_or(u32::MAX);
+            let Ok(mut more) = c.0.clone().try_acquire_many_owned(more) else {
+                return Err(Refused::AnswersUnread);
+            };
+            if let Some(held) = held {
+                more.merge(held);
+            }
+            Some(more)
+        }
     };
-    let budget = room(budget, units).await.map_err(busy)?;
+    let budget = match budget.clone().try_acquire_many_owned(units as u32) {
+        Ok(permit) => permit,
+        Err(_) => room(budget, units)
+            .await
+            .map_err(|_| Refused::AnswersUnread)?,
+    };
     Ok(Room { budget, client })
 }
 

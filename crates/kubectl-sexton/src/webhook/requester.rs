@@ -26,9 +26,12 @@ pub async fn stamp(State(reviewer): State<Arc<Reviewer>>, request: Request) -> R
         Err(refused) => return refused,
     };
     let answer = stamp_read(&reviewer, &taken.body);
-    drop((taken.body, taken.room));
+    drop(taken.body);
     // (in the turn: see review.rs)
-    let sent = taken.reply.send(answer, &reviewer.stamps.answers).await;
+    let sent = taken
+        .reply
+        .send(answer, &reviewer.stamps.answers, taken.room)
+        .await;
     drop(taken.turn);
     sent
 }

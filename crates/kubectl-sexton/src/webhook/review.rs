@@ -187,9 +187,10 @@ async fn answer(
         Err(refused) => return refused,
     };
     // (the turn is held until the answer is built, encoding the patch is work too, and has
-    // its room: answers waiting for room are then no more than the turns)
-    let answer = reviewed(reviewer.clone(), scope, (body, room), turn.clone()).await;
-    let sent = reply.send(answer, &reviewer.reviews.answers).await;
+    // its room, into which the body's is carried over: answers waiting for room are then no
+    // more than the turns)
+    let answer = reviewed(reviewer.clone(), scope, body, turn.clone()).await;
+    let sent = reply.send(answer, &reviewer.reviews.answers, room).await;
     drop(turn);
     sent
 }
@@ -198,7 +199,7 @@ async fn answer(
 async fn reviewed(
     reviewer: Arc<Reviewer>,
     scope: Scope,
-    (body, room): (axum::body::Bytes, Room),
+    body: axum::body::Bytes,
     turn: Arc<Turn>,
 ) -> Response {
     let started = Instant::now();
@@ -213,8 +214,8 @@ async fn reviewed(
         }
     };
     let bytes = body.len();
-    // (parsed: the turns bound what it takes from here)
-    drop((body, room));
+    // (parsed: the turns bound what it takes from here; its room is kept for the answer)
+    drop(body);
     let Some(mut request) = review.request.take() else {
         return (
             StatusCode::BAD_REQUEST,

@@ -23,6 +23,7 @@ use tokio::sync::{Semaphore, watch};
 use super::limits::{
     ANSWER_PIECE, ClientShare, MAX_ANSWER_BYTES, Room, SEND_DEADLINE, answer_room,
 };
+use tracing::debug;
 
 /// The connection a request came on: set when one of its answers was not taken within
 /// [`SEND_DEADLINE`], and `server.rs` then closes it. (`server.rs` puts it in each
@@ -49,13 +50,18 @@ impl Reply {
         }
     }
 
-    /// `response`, counted in `budget` (and the client's share) until the connection has
-    /// written it, and paced; a 503 when there is no room for it within
-    /// `limits::BUDGET_WAIT`, a 500 for one longer than [`MAX_ANSWER_BYTES`] (a Pod's answer
-    /// never is, `answer.rs`; a stamp's from a forged review may be). To be called before the
-    /// review's turn is given back: the answers that wait for room are then as many as the
-    /// turns.
-    pub async fn send(self, response: Response, budget: &Arc<Semaphore>) -> Response {
+    /// `response`, counted in `budget` (and the client's share, where the room of the
+    /// review's body, `carried`, is carried over: `limits::answer_room`) until the connection has written it,
+    /// and paced; a 503 when there is no room for it, a 500 for one longer than
+    /// [`MAX_ANSWER_BYTES`] (a Pod's answer never is, `answer.rs`; a stamp's from a forged
+    /// review may be). To be called before the review's turn is given back: the answers
+    /// that wait for room are then as many as the turns.
+    pub async fn send(
+        self,
+        response: Response,
+        budget: &Arc<Semaphore>,
+        carried: Room,
+    ) -> Response {
         let (parts, body) = response.into_parts();
         // (every answer is built whole: this takes no time)
         let whole = match axum::body::to_bytes(body, MAX_ANSWER_BYTES).await {
@@ -67,14 +73,17 @@ impl Reply {
                 return (StatusCode::INTERNAL_SERVER_ERROR, why).into_response();
             }
         };
-        let room = match answer_room(whole.len(), budget, self.client.as_ref()).await {
-            Ok(room) => room,
-            Err(refused) => return refused.answer().into_response(),
-        };
         // (a copy of its exact length: the buffer it was built in may have up to twice
         // that, which the room would not count)
         let answer = Bytes::copy_from_slice(&whole);
         drop(whole);
+        let room = match answer_room(answer.len(), budget, carried, self.client.as_ref()).await {
+            Ok(room) => room,
+            Err(refused) => {
+                debug!(bytes = answer.len(), "no room for the answer");
+                return refused.answer().into_response();
+            }
+        };
         let deadline = self.overdue.map(|Overdue(overdue)| {
             tokio::spawn(async move {
                 tokio::time::sleep(SEND_DEADLINE).await;
@@ -178,7 +187,8 @@ mod tests {
             client: None,
             overdue: None,
         };
-        let mut body = reply.send(response, &budget).await.into_body();
+        let no_body = Room::none(&budget);
+        let mut body = reply.send(response, &budget, no_body).await.into_body();
         assert_eq!(body.size_hint().exact(), Some(answer.len() as u64));
         let mut pieces = vec![];
         while let Some(frame) = body.frame().await {
@@ -206,7 +216,7 @@ mod tests {
             client: None,
             overdue: None,
         };
-        let sent = reply.send(response, &budget).await;
+        let sent = reply.send(response, &budget, Room::none(&budget)).await;
         assert_eq!(sent.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(budget.available_permits(), 4096);
     }
