@@ -873,6 +873,46 @@ fn a_client_that_needs_a_hello_retry_is_served() {
     }
 }
 
+/// A `sexton.dev/native-sidecars` annotation of 2.9 MB (300 000 distinct names: the
+/// JSON-values limit does not count inside strings) is not read: the Pod is admitted
+/// unchanged at once, with a warning that names the annotation. Before, `repair`
+/// compared each name with every earlier one and wrote a warning per name: the review held
+/// its turn for minutes. An ordinary one is still read.
+#[tokio::test]
+async fn an_oversized_sexton_annotation_is_not_read() {
+    let w = lone("hostile-annotation", &[]);
+    let names: Vec<String> = (0..300_000).map(|i| format!("s{i:07}")).collect();
+    let pod = |native: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "noted", "annotations": {
+                   "sexton.dev/inject": "wrap", "sexton.dev/sidecars": "proxy",
+                   "sexton.dev/native-sidecars": native}},
+               "spec": {"restartPolicy": "Never", "containers": [
+                   {"name": "main", "image": "app:1", "command": ["run"]},
+                   {"name": "proxy", "image": "proxy:1", "command": ["proxy"]}]}})
+    };
+    let started = Instant::now();
+    let big = review("default", pod(&names.join(","))).to_string();
+    let r = response(&post(&w, "/mutate/annotated", big.as_bytes()).await);
+    assert!(r["patch"].is_null(), "{r}");
+    let warned = r["warnings"].to_string();
+    assert!(
+        warned.contains("the annotation sexton.dev/native-sidecars is")
+            && warned.contains("more than the webhook reads (16384)"),
+        "{warned}"
+    );
+    assert!(started.elapsed() < PATIENCE, "{:?}", started.elapsed());
+    let r = response(
+        &post(
+            &w,
+            "/mutate/annotated",
+            review("default", pod("proxy")).to_string().as_bytes(),
+        )
+        .await,
+    );
+    assert!(!r["patch"].is_null(), "{r}");
+}
+
 /// A review for `wrap` whose answer is about 1.2 MB: its main's command has a word of
 /// 450 000 bytes, which the patch repeats (the new command, and the record of what it
 /// changed).

@@ -361,6 +361,12 @@ pub const MAX_PATCH_BYTES: usize = 1 << 20;
 /// The longest container name of a valid Pod (a DNS label); the API server refuses longer
 /// ones, so a longer one is a forged review (and `wrap`'s dependency lists repeat names).
 const MAX_NAME: usize = 63;
+/// The longest `sexton.dev/` annotation read, but the record of an injection: lists of
+/// container names (at most [`MAX_CONTAINERS`] of [`MAX_NAME`] bytes) and single words. The
+/// JSON-values limit does not count inside strings, and mutating admission runs before the
+/// API server checks annotation sizes: a 3 MiB `sexton.dev/native-sidecars` of 600 000
+/// names held an injection's turn for minutes (a hostile review's finding).
+const MAX_ANNOTATION: usize = 16 << 10;
 
 /// Why a Pod is not injected although it asks to be: a limit, in the words of the warning.
 pub fn beyond_limits(pod: &serde_json::Value) -> Option<String> {
@@ -376,10 +382,38 @@ pub fn beyond_limits(pod: &serde_json::Value) -> Option<String> {
             "the pod has {n} containers, more than the webhook injects ({MAX_CONTAINERS})"
         ));
     }
-    all()
+    if all()
         .filter_map(|c| c["name"].as_str())
-        .find(|name| name.len() > MAX_NAME)
-        .map(|_| format!("a container name is longer than {MAX_NAME} characters: not a valid Pod"))
+        .any(|name| name.len() > MAX_NAME)
+    {
+        return Some(format!(
+            "a container name is longer than {MAX_NAME} characters: not a valid Pod"
+        ));
+    }
+    annotation_too_long(pod)
+}
+
+/// Why one of the Pod's `sexton.dev/` annotations is not read: longer than
+/// [`MAX_ANNOTATION`], or, the record of an injection (which repeats the commands it
+/// changed, so may be long), holding more than [`MAX_JSON_VALUES`] values.
+fn annotation_too_long(pod: &serde_json::Value) -> Option<String> {
+    let annotations = pod["metadata"]["annotations"].as_object()?;
+    annotations.iter().find_map(|(key, value)| {
+        let text = value.as_str().filter(|_| key.starts_with("sexton.dev/"))?;
+        if key == sexton_inject::ANNOTATION_INJECTED {
+            let n = json_values(text.as_bytes());
+            return (n > MAX_JSON_VALUES).then(|| {
+                format!("the annotation {key} holds more than {MAX_JSON_VALUES} JSON values ({n} counted)")
+            });
+        }
+        (text.len() > MAX_ANNOTATION).then(|| {
+            format!(
+                "the annotation {} is {} bytes, more than the webhook reads ({MAX_ANNOTATION})",
+                escaped(key, 128),
+                text.len()
+            )
+        })
+    })
 }
 
 pub fn patch_too_large(bytes: usize) -> Option<String> {
