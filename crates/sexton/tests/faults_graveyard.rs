@@ -757,6 +757,42 @@ fn own_tombstone_deleted_alone_is_put_back_at_once() {
     main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 0, "");
 }
 
+/// A sidecar of `main` (its child records TERM) in user and PID namespaces of its own,
+/// where `max_inotify_watches` is `watches` before sexton starts, if given; with `env`.
+/// Returned once both are born and the child has started.
+fn sidecar_in_a_user_namespace(pod: &Pod, watches: Option<u32>, env: &[(&str, &str)]) -> Container {
+    let mut c = Command::new("unshare");
+    c.args([
+        "--user",
+        "--map-root-user",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+    ]);
+    if let Some(n) = watches {
+        let set = format!("echo {n} > /proc/sys/user/max_inotify_watches && exec \"$@\"");
+        c.args(["sh", "-c", &set, "sh"]);
+    }
+    c.arg(sexton_bin())
+        .args(["--", "sh", "-c", &term_recorder("term", 0)])
+        .env_clear()
+        .env(
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+        )
+        .env("KUBEXIT_NAME", "sidecar")
+        .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
+        .env("KUBEXIT_DEATH_DEPS", "main")
+        .env("POD", &pod.root)
+        .envs(env.iter().copied());
+    let sidecar = pod.spawn("sidecar", c);
+    pod.wait_born("main");
+    pod.wait_born("sidecar");
+    pod.wait_file("term.started");
+    sidecar
+}
+
 /// Inotify watches used up (ENOSPC: here the sidecar's user namespace's
 /// `max_inotify_watches` is lowered to 0 once it watches) say nothing about the graveyard.
 /// When the sidecar's record is replaced by a copy, a new file to watch, the sidecar says
@@ -767,31 +803,7 @@ fn inotify_watches_used_up_fall_back_to_the_poll_not_to_a_lost_graveyard() {
     let pod = Pod::new("enospc");
     pod.fifo("fifo");
     let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
-    let mut c = Command::new("unshare");
-    c.args([
-        "--user",
-        "--map-root-user",
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--kill-child",
-    ])
-    .arg(sexton_bin())
-    .args(["--", "sh", "-c", &term_recorder("term", 0)])
-    .env_clear()
-    .env(
-        "PATH",
-        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-    )
-    .env("KUBEXIT_NAME", "sidecar")
-    .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
-    .env("KUBEXIT_DEATH_DEPS", "main")
-    .env("KUBEXIT_LOG_LEVEL", "debug")
-    .env("POD", &pod.root);
-    let mut sidecar = pod.spawn("sidecar", c);
-    pod.wait_born("main");
-    pod.wait_born("sidecar");
-    pod.wait_file("term.started");
+    let mut sidecar = sidecar_in_a_user_namespace(&pod, None, &[("KUBEXIT_LOG_LEVEL", "debug")]);
     let lowered = Command::new("nsenter")
         .args([
             "--user",
@@ -819,9 +831,7 @@ fn inotify_watches_used_up_fall_back_to_the_poll_not_to_a_lost_graveyard() {
     assert!(!logs.contains("was removed, replaced or emptied"), "{logs}");
     assert!(logs.contains("polling"), "{logs}");
     assert!(sidecar.is_running(), "{logs}");
-    fs::write(pod.path("fifo"), "go\n").unwrap();
-    assert_eq!(main.wait(), 0, "{}", main.logs());
-    assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
+    main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 0, "");
     assert!(
         exists(&pod.path("term")),
         "the sidecar's child was not stopped by TERM"
@@ -838,41 +848,19 @@ fn inotify_mode_polls_what_it_cannot_watch_from_the_start() {
     let pod = Pod::new("inotify-start");
     pod.fifo("fifo");
     let mut main = pod.container("main", &[], &["sh", "-c", "read x < \"$POD/fifo\""]);
-    let mut c = Command::new("unshare");
-    c.args([
-        "--user",
-        "--map-root-user",
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--kill-child",
-    ])
-    .args([
-        "sh",
-        "-c",
-        "echo 1 > /proc/sys/user/max_inotify_watches && exec \"$@\"",
-        "sh",
-    ])
-    .arg(sexton_bin())
-    .args(["--", "sh", "-c", &term_recorder("term", 0)])
-    .env_clear()
-    .env(
-        "PATH",
-        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-    )
-    .env("KUBEXIT_NAME", "sidecar")
-    .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
-    .env("KUBEXIT_DEATH_DEPS", "main")
-    .env("KUBEXIT_WATCH", "inotify")
-    .env("KUBEXIT_POLL_INTERVAL", "50ms")
-    .env("POD", &pod.root);
-    let mut sidecar = pod.spawn("sidecar", c);
-    pod.wait_born("main");
-    pod.wait_born("sidecar");
-    pod.wait_file("term.started");
+    let mut sidecar = sidecar_in_a_user_namespace(
+        &pod,
+        Some(1),
+        &[
+            ("KUBEXIT_WATCH", "inotify"),
+            ("KUBEXIT_POLL_INTERVAL", "50ms"),
+        ],
+    );
+    // (the log is written by a thread of its own: awaited, not read at once)
+    sidecar.wait_log("cannot watch");
     let logs = sidecar.logs();
     assert!(
-        logs.contains("cannot watch") && logs.contains("polling every 50ms"),
+        logs.contains("polling every 50ms"),
         "the sidecar did not say that it cannot watch its own files:\n{logs}"
     );
     fs::remove_file(pod.tombstone_path("sidecar")).unwrap();
@@ -881,9 +869,7 @@ fn inotify_mode_polls_what_it_cannot_watch_from_the_start() {
         "the sidecar's record was not put back:\n{}",
         sidecar.logs()
     );
-    fs::write(pod.path("fifo"), "go\n").unwrap();
-    assert_eq!(main.wait(), 0, "{}", main.logs());
-    assert_eq!(sidecar.wait(), 0, "{}", sidecar.logs());
+    main_ends_then_sidecar(&pod, &mut main, &mut sidecar, 0, "");
     assert!(
         exists(&pod.path("term")),
         "the sidecar's child was not stopped by TERM"
