@@ -131,27 +131,18 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
 /// right and uses it at once was refused (403) in a loaded run.
 pub fn wait_allowed(ns: &str, who: &str, verb: &str, resource: &str) {
     let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let mut args = vec!["auth", "can-i", verb, resource, "-n", ns];
-        let as_who = format!("--as={who}");
-        args.push(&as_who);
-        let subresource = format!("--subresource={sub}");
-        if !sub.is_empty() {
-            args.push(&subresource);
-        }
-        let out = kubectl(&args);
-        if out.status.success() {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "{who} still may not {verb} {resource} {sub} in {ns} after 30 s: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    let (as_who, subresource) = (format!("--as={who}"), format!("--subresource={sub}"));
+    let mut args = vec!["auth", "can-i", verb, resource, "-n", ns, &as_who];
+    if !sub.is_empty() {
+        args.push(&subresource);
     }
+    let allowed = crate::wait_until(std::time::Duration::from_secs(30), || {
+        kubectl(&args).status.success()
+    });
+    assert!(
+        allowed,
+        "{who} still may not {verb} {resource} {sub} in {ns} after 30 s"
+    );
 }
 
 /// kubectl against the test API server, `input` on its stdin.

@@ -62,9 +62,10 @@ pub const CLIENT_BODY_SHARE: usize = 12 << 20;
 pub const STAMP_BODY_BUDGET: usize = 4 << 20;
 /// Bytes of answers held at once until their clients have read them, by every connection
 /// together (the client's share, [`CLIENT_BODY_SHARE`], counts them with its bodies): an
-/// answer takes room for its length once it is built (in its review's turn), waiting at
-/// most [`BUDGET_WAIT`], and gives it back once the connection has written its last piece
-/// ([`ANSWER_PIECE`]; `sending.rs`). Without it, answers were held whole until read: 64
+/// answer takes room for its length once it is built, in its review's turn (`answer_room`:
+/// the global budget waited for at most [`BUDGET_WAIT`], the client's share not at all),
+/// and gives it back once the connection has written its last piece ([`ANSWER_PIECE`];
+/// `sending.rs`). Without it, answers were held whole until read: 64
 /// connections from one address that never read answers of 1.2 MB (a Pod's long command,
 /// which `wrap`'s patch repeats) took 101 MiB more, for as long as they stayed open (22 MiB
 /// with it). A usual answer is a few kB; this is a dozen at the patch limit.
@@ -76,9 +77,9 @@ pub const STAMP_ANSWER_BUDGET: usize = 4 << 20;
 /// buffer): what a client has not read stays in the answer's room, not in the connection's
 /// buffers, where no budget would see it.
 pub const ANSWER_PIECE: usize = 16 << 10;
-/// A connection that has not taken an answer's last piece this long after the answer was
-/// ready is closed (its other streams with it): a client that reads nothing gives back
-/// its answers' room by then. The API server reads its answers at once.
+/// A connection that still holds a piece of an answer this long after the answer found
+/// room is closed (its other streams with it): a client that reads nothing gives back its
+/// answers' room by then. The API server reads its answers at once.
 pub const SEND_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a review whose body was read waits for a turn before it is refused as busy
 /// (503): past the longest `timeoutSeconds` an API server gives a webhook, 30 s, nobody

@@ -24,9 +24,8 @@ use tracing::{debug, info, warn};
 
 use super::answer::{Answer, Request, Review};
 use super::limits::{
-    ANSWER_BUDGET, BODY_BUDGET, CONCURRENT_REVIEWS, ClientShare, Room, STAMP_ANSWER_BUDGET,
-    STAMP_BODY_BUDGET, TURN_WAIT, beyond_limits, body_budget, echoed_too_long, escaped,
-    patch_too_large, read_body,
+    ANSWER_BUDGET, BODY_BUDGET, CONCURRENT_REVIEWS, Room, STAMP_ANSWER_BUDGET, STAMP_BODY_BUDGET,
+    TURN_WAIT, beyond_limits, body_budget, echoed_too_long, escaped, patch_too_large, read_body,
 };
 use super::metrics::WebhookMetrics;
 use super::sending::Reply;
@@ -106,14 +105,14 @@ impl Reviewer {
     ) -> Result<Taken, Response> {
         let (parts, body) = request.into_parts();
         let reply = Reply::of(&parts.extensions, per_client);
-        let client = parts.extensions.get::<ClientShare>().filter(|_| per_client);
-        let (body, room) = match read_body(&parts.headers, body, &pools.budget, client).await {
-            Ok(read) => read,
-            Err(refused) => {
-                self.metrics.reviewed("refused-body", Duration::ZERO);
-                return Err(refused.answer().into_response());
-            }
-        };
+        let (body, room) =
+            match read_body(&parts.headers, body, &pools.budget, reply.client()).await {
+                Ok(read) => read,
+                Err(refused) => {
+                    self.metrics.reviewed("refused-body", Duration::ZERO);
+                    return Err(refused.answer().into_response());
+                }
+            };
         let Ok(review) = tokio::time::timeout(TURN_WAIT, pools.turns.clone().acquire_owned()).await
         else {
             self.metrics.reviewed("refused-body", Duration::ZERO);

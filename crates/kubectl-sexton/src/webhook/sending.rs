@@ -39,6 +39,11 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The client's share, when it counts.
+    pub fn client(&self) -> Option<&ClientShare> {
+        self.client.as_ref()
+    }
+
     /// From a request's extensions; `per_client`: whether the client's share counts.
     pub fn of(extensions: &axum::http::Extensions, per_client: bool) -> Reply {
         Reply {
