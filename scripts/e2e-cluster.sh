@@ -263,6 +263,7 @@ up() {
   "$TESTENV" up >&2
   kubectl_on_path build || die "no kubectl"
   "$TESTENV" build kubelet kube-scheduler >&2
+  remove_stale_state
   mkdir -p "$E2E"
   node_address
   containerd_up
@@ -384,6 +385,20 @@ remove_pod_netns() {
 # the kubelet's and containerd's mounts under the state directory (volumes, sandbox shm)
 unmount_state() {
   awk -v d="$E2E/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | xargs -r umount -l
+}
+
+# A state directory whose containerd, kubelet and scheduler are all gone was left by a node
+# that never came down (its run killed, or the machine copied while it ran). Its containerd
+# would start again with that run's images, tags and containers: a busybox:1.36 tag left by
+# e2e/quickstart.py made containerd name main's image busybox:1.36 in scenario 3. Removed,
+# with the pods' addresses and network namespaces, as testenv.sh's up removes its own.
+remove_stale_state() {
+  if alive containerd || alive kubelet || alive kube-scheduler || [ ! -e "$E2E" ]; then return 0; fi
+  log "removing $E2E: the state of a node that never came down"
+  remove_pod_netns
+  rm -rf /var/lib/cni/networks/sexton-e2e
+  unmount_state
+  rm -rf "$E2E"
 }
 
 down() {
