@@ -14,7 +14,8 @@
 # network; nothing outside this machine is contacted. `kubectl logs` and `kubectl exec` work:
 # the API server calls the kubelet on the node's address, the bridge's 10.88.0.1.
 #
-#   scripts/e2e-cluster.sh up      start (idempotent); prints `export KUBECONFIG=...`
+#   scripts/e2e-cluster.sh up      start (idempotent; the state of a node that never came down
+#                                  is removed first); prints `export KUBECONFIG=...`
 #   scripts/e2e-cluster.sh env     print `export KUBECONFIG=...` (eval "$(scripts/e2e-cluster.sh env)")
 #   scripts/e2e-cluster.sh status  say whether the node is up (exit 1 if not)
 #   scripts/e2e-cluster.sh down    stop what up started, check that no containerd shim is
