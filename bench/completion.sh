@@ -33,7 +33,7 @@ RUNS=7 UPDATE=true QUICK=false EXTRA=() STRATEGIES=wrap,kubexit,native,controlle
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS=$2; shift ;;
-    --quick) RUNS=2 UPDATE=false QUICK=true ;;
+    --quick) RUNS=2 UPDATE=false QUICK=true; export SEXTON_BENCH_SETTLE=${SEXTON_BENCH_SETTLE:-0} ;;
     --strategies) STRATEGIES=$2; shift ;;
     --no-update) UPDATE=false ;;
     --no-spread) EXTRA+=("$1") ;;

@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS=$2; shift ;;
     --no-update) UPDATE=false ;;
-    --quick) RUNS=1 UPDATE=false QUICK=true ;;
+    --quick) RUNS=1 UPDATE=false QUICK=true; export SEXTON_BENCH_SETTLE=${SEXTON_BENCH_SETTLE:-0} ;;
     --strategies) STRATEGIES=$2; shift ;;
     *) die "unknown argument $1 (see the header of $0)" ;;
   esac

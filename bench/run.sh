@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     --slim-bin) SLIM_BIN="$(abs "$2")"; shift 2 ;;
     --sexton-old) ARGS+=("$1" "$(abs "$2")"); shift 2 ;;
     --only-cpu) ONLY_CPU=true; ARGS+=("$1"); shift ;;
-    --quick) QUICK=true; ARGS+=("$1"); shift ;;
+    --quick) QUICK=true; ARGS+=("$1"); export SEXTON_BENCH_SETTLE=${SEXTON_BENCH_SETTLE:-0}; shift ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done

@@ -46,7 +46,7 @@ die() { echo "scale.sh: error: $*" >&2; exit 1; }
 BIN="" REV=HEAD KRUISE=1 WRITE=1 KEEP=0 WORKSPACE=0 ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) ARGS+=(--sizes 200,1000 --window 10 --idle 3 --drain 30); shift ;;
+    --quick) ARGS+=(--sizes 200,1000 --window 10 --idle 3 --drain 30); export SEXTON_BENCH_SETTLE=${SEXTON_BENCH_SETTLE:-0}; shift ;;
     --bin) BIN="$(abs "$2")"; shift 2 ;;
     --rev) REV="$2"; shift 2 ;;
     --no-kruise) KRUISE=0; shift ;;

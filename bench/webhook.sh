@@ -46,7 +46,7 @@ SECS=30 WARMUP=5 SOAK=300 RATES=100,500,1000 UPDATE=true BIN="" KUBECONFIG_FILE=
 MAX_WAIT_TOTAL=1800 GO_FLOOR=true NICE="" TOOLS_ONLY=false
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) SECS=3 WARMUP=1 SOAK=10 UPDATE=false ;;
+    --quick) SECS=3 WARMUP=1 SOAK=10 UPDATE=false; export SEXTON_BENCH_SETTLE=${SEXTON_BENCH_SETTLE:-0} ;;
     --secs) SECS=$2; shift ;;
     --warmup) WARMUP=$2; shift ;;
     --soak-secs) SOAK=$2; shift ;;

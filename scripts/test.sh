@@ -393,7 +393,7 @@ e2e_stage() { timed e2e e2e; timed bench-node bench_node; }
 bench_quick() {
   local name=$1 tables=$2; shift 2
   RERUN="  $*"
-  SEXTON_BENCH_PEERS=if-built "$@" >"${TMPDIR:-/tmp}/sexton-test-bench-$name.log" 2>&1 \
+  SEXTON_BENCH_PEERS=if-built SEXTON_BENCH_SETTLE=0 "$@" >"${TMPDIR:-/tmp}/sexton-test-bench-$name.log" 2>&1 \
     || { tail -40 "${TMPDIR:-/tmp}/sexton-test-bench-$name.log" >&2; echo "test.sh: $* failed (its output's end above)" >&2; return 1; }
   python3 bench/check.py "target/bench/$name.md" --tables "$tables"
   RERUN=""
