@@ -22,7 +22,15 @@ OUT="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}/kruise"
 BIN="$OUT/kruise-manager-$VERSION"
 LOG="$OUT/build-$VERSION.log"
 
+# bench/scale.sh applies the release's CRDs from the module cache: a binary built before a
+# cache was emptied (~/go removed) found none, and the benchmark failed. The module comes
+# back with a download of seconds, not a build; if it cannot, there is no anchor.
+crds() { [ -d "$(go env GOMODCACHE)/github.com/openkruise/kruise@$VERSION/config/crd/bases" ]; }
 if [ -x "$BIN" ]; then
+  if ! crds && ! (GOTOOLCHAIN=local go mod download "github.com/openkruise/kruise@$VERSION" >>"$LOG" 2>&1 && crds); then
+    echo "kruise: $BIN is built, but its CRDs cannot be had (go mod download github.com/openkruise/kruise@$VERSION, see $LOG)" >&2
+    exit 1
+  fi
   echo "$BIN"
   exit 0
 fi
