@@ -136,12 +136,19 @@ pub fn wait_allowed(ns: &str, who: &str, verb: &str, resource: &str) {
     if !sub.is_empty() {
         args.push(&subresource);
     }
+    let mut last = String::new();
     let allowed = crate::wait_until(std::time::Duration::from_secs(30), || {
-        kubectl(&args).status.success()
+        let out = kubectl(&args);
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.status.success()
     });
     assert!(
         allowed,
-        "{who} still may not {verb} {resource} {sub} in {ns} after 30 s"
+        "{who} still may not {verb} {resource} {sub} in {ns} after 30 s (times the slowdown): {last}"
     );
 }
 

@@ -300,12 +300,10 @@ pub async fn answer_room(
             Some(more)
         }
     };
-    let budget = match budget.clone().try_acquire_many_owned(units as u32) {
-        Ok(permit) => permit,
-        Err(_) => room(budget, units)
-            .await
-            .map_err(|_| Refused::AnswersUnread)?,
-    };
+    // (`room` takes free room at once, as a try would)
+    let budget = room(budget, units)
+        .await
+        .map_err(|_| Refused::AnswersUnread)?;
     Ok(Room { budget, client })
 }
 
