@@ -20,8 +20,15 @@ Several binaries are run in turn, round after round (A B A B ...), so that a mac
 weighs on each alike; the summary gives each binary's medians over its rounds.
 
   bench/webhook-hostile.py BIN [BIN ...] [--secs N] [--hostile-addresses N] [--rounds N]
-                           [--no-limits] [--timeline FILE] [--out FILE.md] [--max-rss-mib N]
+                           [--no-limits] [--pin] [--timeline FILE] [--out FILE.md] [--max-rss-mib N]
                            (run by bench/webhook-hostile.sh)
+
+--pin puts the hostile clients (and this harness's sampling) on the first half of the CPUs,
+the webhook and the two legitimate clients on the others (sched_setaffinity), in both
+phases: the attackers' own CPU is then not the webhook's, as in a cluster, where they run
+on other machines, and what is left in the ratio is the work they make the webhook do.
+Without it (the default), everything shares every CPU: on 2 cores the hostile clients'
+Python processes take CPU from the webhook and from the legitimate clients themselves.
 
 --out writes the run's tables as stamped Markdown (bench/stamp.py; bench/check.py checks
 them in CI). --max-rss-mib fails the run (exit 1) when the webhook's peak RSS (VmHWM) went
@@ -33,6 +40,8 @@ import argparse, json, multiprocessing, os, socket, ssl, statistics, subprocess,
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stamp  # noqa: E402  (bench/stamp.py)
 
+CPUS = frozenset(os.sched_getaffinity(0))  # every CPU this run may use, before any --pin
+
 P = argparse.ArgumentParser()
 P.add_argument("bins", nargs="+")
 P.add_argument("--secs", type=float, default=20)
@@ -42,6 +51,8 @@ P.add_argument("--no-limits", action="store_true", help="skip the reviews at the
 P.add_argument("--timeline", help="write every legitimate review's timings (JSON lines) here")
 P.add_argument("--out", help="write the tables, stamped, as Markdown here")
 P.add_argument("--max-rss-mib", type=int, help="fail when the webhook's peak RSS exceeds this")
+P.add_argument("--pin", action="store_true",
+               help="hostile clients on the first half of the CPUs, the webhook and legitimate clients on the rest")
 P.add_argument("--key", default="ecdsa",
                help="serving key(s), comma-separated, each run in turn: ecdsa (P-256, what the chart's "
                     "self-managed and cert-manager modes issue) or rsa (2048 bits, a certificate of your own)")
@@ -178,11 +189,27 @@ def post(body, src="127.0.0.1"):
     return phases + [t3 - t2, t3 - t0]
 
 
+def cpus(side):
+    """--pin's CPUs for side "hostile" (the first half) or "webhook" (the rest); None unpinned."""
+    if not OPT.pin:
+        return None
+    mine = sorted(CPUS)
+    half = len(mine) // 2
+    return set(mine[:half]) if side == "hostile" else set(mine[half:])
+
+
+def pin(side):
+    """Puts the calling process (its threads to come as well) on side's CPUs under --pin."""
+    if cpus(side) is not None:
+        os.sched_setaffinity(0, cpus(side))
+
+
 def legit(kind, secs, port, ca, out):
     """Reviews one after another for secs; kind "new" opens a connection for each, "kept"
     keeps one alive (reconnecting only when the webhook closes it). Puts the samples
     [start, connect, tls, response, total] (seconds; connect and tls 0 on a kept connection)."""
     global PORT, CA
+    pin("webhook")
     PORT, CA = port, ca
     body, samples, end, s = review(job_pod()), [], time.time() + secs, None
     waited, t0 = runqueue_wait(os.getpid()), time.time()
@@ -255,6 +282,7 @@ def hostile_address(src, n, port, ca, stop, done):
     """n clients from address src, until stop is set; (ended, refused) to done."""
     global PORT, CA
     PORT, CA = port, ca
+    pin("hostile")
     counts = [0, 0]
     kinds = ["slow", "idle", "oversize"]
     for i in range(n):
@@ -317,7 +345,7 @@ def start_webhook(binary, d, key):
     w = subprocess.Popen([binary, "webhook", "--listen", f"127.0.0.1:{PORT}", "--metrics-addr", "127.0.0.1:0",
                           "--health-addr", "127.0.0.1:0", "--tls-cert-file", CA, "--tls-key-file", f"{d}/{key}.key",
                           "--kubernetes-version", "1.34", "--kubeconfig", f"{d}/kubeconfig", "--log-level", "error"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=lambda: pin("webhook"))
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", PORT), timeout=1).close(); break
@@ -405,9 +433,17 @@ def report(r):
     print(f"  webhook peak RSS over the run (VmHWM): {r['vmhwm_mib']} MiB (chart limit 256 MiB)", flush=True)
 
 
+def pinning():
+    """One line saying where the processes ran."""
+    if not OPT.pin:
+        return f"Unpinned: the webhook and every client on the same {len(CPUS)} CPUs."
+    return (f"Pinned (--pin): hostile clients on CPUs {sorted(cpus('hostile'))}, the webhook and the "
+            f"legitimate clients on CPUs {sorted(cpus('webhook'))}.")
+
+
 def markdown(results, st):
     """The run as Markdown: the stamp, the legitimate clients per phase, the limits."""
-    L = [stamp.line(st), "",
+    L = [stamp.line(st), "", pinning(), "",
          "| binary | round | phase | client | reviews | p50 ms | p99 ms | p99 / quiet | webhook peak RSS MiB |",
          "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -427,10 +463,14 @@ def markdown(results, st):
 
 def main():
     keys = OPT.key.split(",")
+    print(pinning(), flush=True)
     for k in keys:
         if k not in KEYS:
             sys.exit(f"webhook-hostile: --key {k}: expected ecdsa or rsa")
+    if OPT.pin and len(CPUS) < 2:
+        sys.exit(f"webhook-hostile: --pin needs 2 CPUs or more, this process may use {len(CPUS)}")
     st = stamp.begin()
+    pin("hostile")  # (this process samples every 100 ms: on the attackers' side)
     d = tempfile.mkdtemp(prefix="sexton-bench-hostile-")
     for k in keys:
         subprocess.run(["openssl", "req", "-x509", *KEYS[k], "-nodes", "-days", "1", "-subj", "/CN=bench",

@@ -5,7 +5,7 @@
 # client points at a closed port; these reviews make it call nothing). --bin may be given
 # more than once (say main's binary and a branch's): they are run in turn, round after round.
 #   bench/webhook-hostile.sh [--bin FILE]... [--rounds N] [--secs N] [--hostile-addresses N]
-#                            [--no-limits] [--timeline FILE] [--out FILE.md] [--max-rss-mib N]
+#                            [--no-limits] [--pin] [--timeline FILE] [--out FILE.md] [--max-rss-mib N]
 #                            [--key ecdsa|rsa|ecdsa,rsa]  (the serving key: default ecdsa, as the chart issues)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BINS+=("$2"); shift ;;
     --secs|--hostile-addresses|--rounds|--timeline|--out|--max-rss-mib|--key) PASS+=("$1" "$2"); shift ;;
-    --no-limits) PASS+=("$1") ;;
+    --no-limits|--pin) PASS+=("$1") ;;
     *) echo "webhook-hostile.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
