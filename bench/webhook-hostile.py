@@ -200,8 +200,9 @@ def cpus(side):
 
 def pin(side):
     """Puts the calling process (its threads to come as well) on side's CPUs under --pin."""
-    if cpus(side) is not None:
-        os.sched_setaffinity(0, cpus(side))
+    mine = cpus(side)
+    if mine is not None:
+        os.sched_setaffinity(0, mine)
 
 
 def legit(kind, secs, port, ca, out):

@@ -161,7 +161,7 @@ EOF
 # command: otherwise each command starts the server and the prefix's system processes,
 # and they end after it, a churn at every command.
 wine_up() {
-  wineserver -p </dev/null >/dev/null 2>&1
+  persistent_server
   # (into a file, not a pipe: the prefix's system processes, started by this first
   # command and alive as long as the server, inherit its stdout and would hold a pipe open)
   (cd "$1" && timeout 120 wine cmd.exe /c echo wine-ok >up.out 2>&1 </dev/null) || true
@@ -169,8 +169,18 @@ wine_up() {
     *wine-ok*) ;;
     *) log "Wine's cmd.exe said '$(tail -1 "$1/up.out")': its prefix is made again"
        wineserver -k 2>/dev/null || true
-       rm -rf "$WINEPREFIX"; wine_prefix; wineserver -p </dev/null >/dev/null 2>&1 ;;
+       rm -rf "$WINEPREFIX"; wine_prefix; persistent_server ;;
   esac
+}
+
+# persistent_server: the prefix's wineserver, started with -p. Beside a server still
+# running (the one wineboot started in wine_prefix stays ~3 s after its last client),
+# `wineserver -p` exits 2 and leaves that one, which is not persistent; so that one is
+# waited for first (`wineserver -w`, 2 s measured), 30 s at most: a persistent server left
+# by a killed check never ends, and then it serves the commands.
+persistent_server() {
+  timeout 30 wineserver -w || true
+  wineserver -p </dev/null >/dev/null 2>&1 || log "no new persistent wineserver: another one stays up"
 }
 
 # Each command under Wine and natively: the same exit code, the same stdout and stderr
