@@ -6,7 +6,8 @@
 #     inject -f and uninject -f of a Job, each compared with the linux/amd64 binary's
 #     output (line endings and the .exe suffix aside);
 #   - macOS: each binary is a Mach-O executable for its CPU (magic, cputype, filetype) that
-#     loads nothing but libSystem and libiconv (no framework: nothing here could link one).
+#     loads nothing but libSystem, libiconv and libcharset (no framework: nothing here could
+#     link one).
 # The binaries go to target/images/bin/{darwin-amd64,darwin-arm64,windows-amd64}/, where
 # scripts/release.sh archives them.
 #
@@ -35,9 +36,7 @@ ALL_DESKTOPS=(darwin-amd64:x86_64-apple-darwin:kubectl-sexton
   darwin-arm64:aarch64-apple-darwin:kubectl-sexton
   windows-amd64:x86_64-pc-windows-gnu:kubectl-sexton.exe)
 # SEXTON_DESKTOP_PLATFORMS (space-separated, default all three): the platforms built and
-# checked. scripts/test.sh's full run (CI) sets windows-amd64 alone: the two macOS builds
-# (~740 CPU-s) do not fit its 35-minute budget on 2 cores; --stage desktop, and the
-# release workflow, build and check all three.
+# checked (scripts/test.sh's full run, its desktop stage and the release: all three).
 DESKTOPS=()
 for d in "${ALL_DESKTOPS[@]}"; do
   case " ${SEXTON_DESKTOP_PLATFORMS:-darwin-amd64 darwin-arm64 windows-amd64} " in
@@ -103,14 +102,29 @@ wine_prefix() {
   mv "$dll.tmp" "$dll"
 }
 
+# One cargo per operating system: cargo unifies features across the targets of one build,
+# and Windows's TLS features (crates/kubectl-sexton/Cargo.toml) would bring the Security
+# framework into the macOS binaries, which does not link here. Both macOS targets share
+# their features, so they are one build; the host's build scripts and proc-macros are
+# built once for all (one target directory).
 build() {
-  local zigbuild d targets=()
+  local zigbuild d windows=() macos=()
   build_tools
   zigbuild=$(scripts/tools.sh cargo-zigbuild)
-  for d in "${DESKTOPS[@]}"; do targets+=(--target "$(echo "$d" | cut -d: -f2)"); done
-  # (cargo-zigbuild runs zig as `python3 -m ziglang`: its environment's python first)
-  PATH="$(dirname "$zigbuild"):$PATH" "$zigbuild" zigbuild --profile desktop --locked \
-    -p kubectl-sexton --bin kubectl-sexton "${targets[@]}"
+  for d in "${DESKTOPS[@]}"; do
+    case "$d" in
+      windows-*) windows+=(--target "$(echo "$d" | cut -d: -f2)") ;;
+      darwin-*) macos+=(--target "$(echo "$d" | cut -d: -f2)") ;;
+    esac
+  done
+  local targets
+  for targets in "${windows[*]}" "${macos[*]}"; do
+    [ -n "$targets" ] || continue
+    # (cargo-zigbuild runs zig as `python3 -m ziglang`: its environment's python first)
+    # shellcheck disable=SC2086  # (targets: `--target T` words)
+    PATH="$(dirname "$zigbuild"):$PATH" "$zigbuild" zigbuild --profile desktop --locked \
+      -p kubectl-sexton --bin kubectl-sexton $targets
+  done
   local dir triple file
   for d in "${DESKTOPS[@]}"; do
     IFS=: read -r dir triple file <<<"$d"
@@ -128,13 +142,17 @@ check() {
   if built windows-amd64; then wine_tests; fi
 }
 
-# mach_o FILE CPU...: each a Mach-O executable for that CPU, linking no framework.
+# mach_o FILE CPU...: each a Mach-O executable for macOS on that CPU, linking no framework,
+# signed where macOS requires it (arm64).
 mach_o() {
   python3 - "$@" <<'EOF'
 import struct, sys
 CPU = {"x86_64": 0x01000007, "arm64": 0x0100000C}
 LOADS = {0xC, 0x80000018, 0x8000001F}  # LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB, LC_REEXPORT_DYLIB
-ALLOWED = ("/usr/lib/libSystem.B.dylib", "/usr/lib/libiconv.2.dylib")
+# (libiconv: Rust's standard library links it on Apple targets; libcharset: the libiconv.tbd
+# that cargo-zigbuild links with, Apple's, re-exports it, and zig loads it too. Both are in
+# every macOS's /usr/lib.)
+ALLOWED = ("/usr/lib/libSystem.B.dylib", "/usr/lib/libiconv.2.dylib", "/usr/lib/libcharset.1.dylib")
 args = sys.argv[1:]
 for path, arch in zip(args[::2], args[1::2]):
     data = open(path, "rb").read()
@@ -142,17 +160,25 @@ for path, arch in zip(args[::2], args[1::2]):
     assert magic == 0xFEEDFACF, f"{path}: not a 64-bit Mach-O file (magic {magic:#x})"
     assert cpu == CPU[arch], f"{path}: cputype {cpu:#x}, not {arch} ({CPU[arch]:#x})"
     assert filetype == 2, f"{path}: Mach-O filetype {filetype}, not MH_EXECUTE"
-    off, dylibs = 32, []
+    off, dylibs, platforms, signed = 32, [], [], False
     for _ in range(ncmds):
         cmd, size = struct.unpack_from("<II", data, off)
         if cmd in LOADS:
             name = struct.unpack_from("<I", data, off + 8)[0]
             dylibs.append(data[off + name:off + size].split(b"\0")[0].decode())
+        elif cmd == 0x32:  # LC_BUILD_VERSION: the platform it runs on
+            platforms.append(struct.unpack_from("<I", data, off + 8)[0])
+        elif cmd == 0x1D:  # LC_CODE_SIGNATURE
+            signed = True
         off += size
+    assert platforms == [1], f"{path}: built for platforms {platforms}, not macOS (1)"
+    # (Apple silicon runs no unsigned code: an arm64 binary without a signature, even an
+    # ad-hoc one, is killed at exec; zig signs ad hoc, as Apple's linker does)
+    assert signed or arch != "arm64", f"{path}: arm64 without a code signature: macOS would kill it"
     extra = [d for d in dylibs if d not in ALLOWED]
     assert not extra, f"{path}: loads {extra}: a framework needs the macOS SDK to link"
     assert "/usr/lib/libSystem.B.dylib" in dylibs, f"{path}: loads {dylibs}, not libSystem"
-    print(f"desktop.sh: {path}: Mach-O executable, {arch}, loads {', '.join(dylibs)}", file=sys.stderr)
+    print(f"desktop.sh: {path}: Mach-O executable, macOS, {arch}{', signed' if signed else ''}, loads {', '.join(dylibs)}", file=sys.stderr)
 EOF
 }
 

@@ -48,8 +48,8 @@ GITHUB_REPO=sexton-dev/sexton
 DOWNLOAD="https://github.com/$GITHUB_REPO/releases/download/$TAG"
 ARCHES=(amd64 arm64)
 # the plugin's platforms: OS-ARCH (the directory under target/images/bin)
-# (SEXTON_DESKTOP_PLATFORMS: the desktop ones, scripts/desktop.sh; a release has all three,
-# scripts/test.sh's rehearsal Windows alone)
+# (SEXTON_DESKTOP_PLATFORMS: the desktop ones, scripts/desktop.sh; a release and
+# scripts/test.sh's rehearsal have all three)
 read -r -a DESKTOP_PLATFORMS <<<"${SEXTON_DESKTOP_PLATFORMS:-darwin-amd64 darwin-arm64 windows-amd64}"
 PLUGIN_PLATFORMS=(linux-amd64 linux-arm64 "${DESKTOP_PLATFORMS[@]}")
 # file times inside the archives: the commit's (same commit and binaries, same archives)

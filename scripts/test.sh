@@ -38,8 +38,8 @@ reruns the failing test alone):
            then README.md's quick start walked on it in order (e2e/quickstart.py), then
            the quick forms of bench/completion.sh and bench/deletion.sh on that node
   desktop  the plugin for macOS and Windows, cross-built and checked (scripts/desktop.sh:
-           the .exe under Wine against the Linux binary, the Mach-O files' CPU and links;
-           a full run builds and checks Windows alone)
+           the .exe under Wine against the Linux binary; the Mach-O files' platform, CPU,
+           links and arm64's signature)
   bench    the quick forms of the other benchmarks (bench/webhook.sh, bench/webhook-hostile.sh,
            bench/scale.sh, bench/run.sh, bench/ships.py): each must write its results
            stamped, every table filled (bench/check.py); the figures are not asserted, but
@@ -194,7 +194,7 @@ start_book_tools() { bg book-tools 10 scripts/tools.sh mdbook; }
 # from PyPI, rustup's three targets: mostly downloads) at the foreground's priority, so that
 # they are done within minutes and no apt-get of a later stage waits for dpkg's lock behind a
 # starved one (a cold run here took 18 minutes for the PyPI install alone at priority 19), then
-# its builds (~370 CPU-s each, measured: scripts/desktop.sh) at the lowest priority: they take
+# its builds (~200 CPU-s each, measured: scripts/desktop.sh) at the lowest priority: they take
 # the CPU the stages leave idle (the tests and the node's scenarios mostly wait), and are
 # checked after the end-to-end stage. Started after images.sh's tools, so that two apt-gets
 # never run at once (each also waits for dpkg's lock: -o DPkg::Lock::Timeout).
@@ -503,10 +503,6 @@ case $MODE in
     # for is raised to the foreground's priority (wait_bg).
     setup
     need_go
-    # The desktop plugin for Windows alone (built, run under Wine, archived, installed by
-    # krew): the two macOS builds, ~740 CPU-s more, do not fit the cold run's 35 minutes
-    # on 2 cores (`--stage desktop` builds and checks all three, as the release does).
-    export SEXTON_DESKTOP_PLATFORMS=windows-amd64
     scripts/images.sh tools      # (once, before two images.sh run at the same time)
     start_registry
     start_desktop

@@ -77,7 +77,7 @@ build() {
   (
     cd "$ROOT/testenv"
     export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
-    go build -trimpath -ldflags "$ld" -o "$CACHE/.build/" "${pkgs[@]}"
+    go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "$ld" -o "$CACHE/.build/" "${pkgs[@]}"
   )
   for b in "${missing[@]}"; do
     case "$b" in
@@ -216,7 +216,7 @@ case "${1:-}" in
     if [ ! -x "$bin" ]; then
       mkdir -p "$(dirname "$bin")"
       (cd "$ROOT/testenv/old-webhook" && GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0 \
-        go build -trimpath -ldflags "-s -w" -o "$bin.tmp" .) >&2
+        go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" -o "$bin.tmp" .) >&2
       mv "$bin.tmp" "$bin"
     fi
     echo "$bin" ;;

@@ -9,48 +9,40 @@
 //! time, each within `--registry-timeout`, configs by size), and puts failures in words
 //! (`reason.rs`).
 
+// The registry client: oci-client over rustls (client.rs), except on macOS, where reqwest's
+// TLS stacks link Apple's Security framework, which the cross-build cannot (Cargo.toml):
+// there every lookup is refused, saying how to do without (client_macos.rs).
+#[cfg(not(target_os = "macos"))]
+mod client;
+#[cfg(target_os = "macos")]
+#[path = "registry/client_macos.rs"]
+mod client;
+#[cfg(not(target_os = "macos"))]
 mod credentials;
 mod platform;
+#[cfg(not(target_os = "macos"))]
 mod reason;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io;
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use clap::Args;
 use futures_util::StreamExt;
 use futures_util::stream;
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::manifest::{OciImageManifest, OciManifest};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
-use serde::Deserialize;
 use sexton_inject::{ImageCommand, Resolve, Unresolved};
-use tokio::io::AsyncWrite;
 
 use crate::shared::values::timeout;
-use credentials::Credentials;
+use client::Lookup;
 pub use platform::Platform;
-use reason::{Context, Failure, explain};
 
 /// Lookups at a time: enough to hide the round trips of a handful of registries, few
 /// enough not to look like a flood to one of them.
 const CONCURRENCY: usize = 4;
 
-/// The largest image config read. Real ones are a few KiB, tens with a long history.
-const MAX_CONFIG: i64 = 4 << 20;
-
-/// The media types of image configs (OCI, Docker); anything else is an artifact.
-const CONFIG_TYPES: [&str; 2] = [
-    "application/vnd.oci.image.config.v1+json",
-    "application/vnd.docker.container.image.v1+json",
-];
-
 /// Where and how images are looked up.
 #[derive(Debug, Clone)]
+#[cfg_attr(target_os = "macos", allow(dead_code))] // (no lookups on macOS: client_macos.rs)
 pub struct RegistryOpts {
     /// The platform whose image is read from a multi-platform index (`linux/amd64`).
     pub platform: Platform,
@@ -138,198 +130,4 @@ pub async fn lookup_all(
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await
-}
-
-/// One client for every lookup: connections and tokens are reused across images of the
-/// same registry.
-struct Lookup<'a> {
-    client: Client,
-    credentials: Credentials,
-    opts: &'a RegistryOpts,
-    insecure: Vec<String>,
-}
-
-impl<'a> Lookup<'a> {
-    fn new(opts: &'a RegistryOpts) -> Result<Self, Unresolved> {
-        // reqwest is built without a crypto provider of its own, so that the binary has one
-        // (ring, kube's). Installing fails only when it is installed already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut credentials = Credentials::load(opts.docker_config.as_deref())?;
-        for (name, config) in &opts.pull_secrets {
-            credentials
-                .add_pull_secret(name, config)
-                .map_err(|e| Unresolved(format!("{name} is not a docker config: {e}")))?;
-        }
-        // as users write them: `http://host:port/` names the registry host:port
-        let insecure: Vec<String> = opts
-            .insecure
-            .iter()
-            .map(|r| {
-                let r = r.trim();
-                let r = r.strip_prefix("http://").unwrap_or(r);
-                r.strip_prefix("https://")
-                    .unwrap_or(r)
-                    .trim_end_matches('/')
-                    .to_string()
-            })
-            .collect();
-        let config = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(insecure.clone()),
-            // an index is resolved here, so that a missing platform is said with the
-            // platforms there are
-            platform_resolver: None,
-            connect_timeout: Some(opts.timeout),
-            ..ClientConfig::default()
-        };
-        let client = Client::try_from(config)
-            .map_err(|e| Unresolved(format!("cannot set up the registry client: {e}")))?;
-        Ok(Self {
-            client,
-            credentials,
-            opts,
-            insecure,
-        })
-    }
-
-    /// One image, within the timeout.
-    async fn image(&self, image: &str) -> Result<ImageCommand, Unresolved> {
-        let reference: Reference = image
-            .parse()
-            .map_err(|e| Unresolved(format!("not a valid image reference: {e}")))?;
-        #[cfg(target_os = "macos")]
-        if !self.insecure.iter().any(|r| r == reference.registry()) {
-            // (Cargo.toml: no TLS for registries in the macOS build)
-            return Err(Unresolved(format!(
-                "the macOS build of kubectl-sexton reads registries over plain HTTP only (--insecure-registry), not {}: give the container's command in the manifest, or run inject on Linux",
-                reference.registry()
-            )));
-        }
-        let (auth, source) = self.credentials.for_registry(reference.registry())?;
-        let read = tokio::time::timeout(self.opts.timeout, self.read(&reference, &auth));
-        let failure = match read.await {
-            Ok(Ok(command)) => return Ok(command),
-            Ok(Err(f)) => f,
-            Err(_elapsed) => Failure::Timeout,
-        };
-        let version = match (reference.digest(), reference.tag()) {
-            (Some(d), _) => format!("digest {d}"),
-            (None, t) => format!("tag {}", t.unwrap_or("latest")),
-        };
-        Err(explain(
-            failure,
-            &Context {
-                registry: reference.registry(),
-                repository: reference.repository(),
-                version,
-                source: &source,
-                platform: &self.opts.platform,
-                insecure: self
-                    .insecure
-                    .iter()
-                    .any(|r| r == reference.resolve_registry()),
-                timeout: self.opts.timeout,
-            },
-        ))
-    }
-
-    /// Manifest (through the index, if it is one), then config.
-    async fn read(
-        &self,
-        reference: &Reference,
-        auth: &RegistryAuth,
-    ) -> Result<ImageCommand, Failure> {
-        let manifest = match self.client.pull_manifest(reference, auth).await?.0 {
-            OciManifest::Image(m) => m,
-            OciManifest::ImageIndex(index) => {
-                let digest = self
-                    .opts
-                    .platform
-                    .select(&index.manifests)
-                    .map_err(Failure::NoPlatform)?;
-                let one = reference.clone_with_digest(digest);
-                match self.client.pull_manifest(&one, auth).await?.0 {
-                    OciManifest::Image(m) => m,
-                    OciManifest::ImageIndex(_) => return Err(Failure::NestedIndex),
-                }
-            }
-        };
-        self.config(reference, &manifest).await
-    }
-
-    async fn config(
-        &self,
-        reference: &Reference,
-        manifest: &OciImageManifest,
-    ) -> Result<ImageCommand, Failure> {
-        let descriptor = &manifest.config;
-        if !CONFIG_TYPES.contains(&descriptor.media_type.as_str()) {
-            return Err(Failure::NotAnImage(descriptor.media_type.clone()));
-        }
-        if !(0..=MAX_CONFIG).contains(&descriptor.size) {
-            return Err(Failure::ConfigTooLarge(descriptor.size));
-        }
-        let mut blob = Bounded {
-            bytes: Vec::new(),
-            limit: descriptor.size as usize,
-        };
-        self.client
-            .pull_blob(reference, descriptor, &mut blob)
-            .await?;
-        let config: ImageConfig =
-            serde_json::from_slice(&blob.bytes).map_err(Failure::BadConfig)?;
-        let exec = config.config.unwrap_or_default();
-        Ok(ImageCommand {
-            entrypoint: exec.entrypoint.unwrap_or_default(),
-            cmd: exec.cmd.unwrap_or_default(),
-        })
-    }
-}
-
-/// The part of an image config that says what runs (`null` and absent are empty).
-#[derive(Deserialize)]
-struct ImageConfig {
-    #[serde(default)]
-    config: Option<ExecConfig>,
-}
-
-#[derive(Default, Deserialize)]
-struct ExecConfig {
-    #[serde(rename = "Entrypoint", default)]
-    entrypoint: Option<Vec<String>>,
-    #[serde(rename = "Cmd", default)]
-    cmd: Option<Vec<String>>,
-}
-
-/// The config blob in memory, refused past the size its manifest declares: a registry that
-/// sends more is stopped before it fills memory (the digest check would catch it only at
-/// the end).
-struct Bounded {
-    bytes: Vec<u8>,
-    limit: usize,
-}
-
-impl AsyncWrite for Bounded {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _: &mut TaskContext<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if this.bytes.len() + data.len() > this.limit {
-            return Poll::Ready(Err(io::Error::other(format!(
-                "the registry sent more than the {} bytes its manifest declares",
-                this.limit
-            ))));
-        }
-        this.bytes.extend_from_slice(data);
-        Poll::Ready(Ok(data.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
 }

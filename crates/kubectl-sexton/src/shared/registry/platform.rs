@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+#[cfg(not(target_os = "macos"))] // (no registry client on macOS: client_macos.rs)
 use oci_client::manifest::ImageIndexEntry;
 
 /// A platform: `linux/amd64`, `linux/arm64/v8`.
@@ -56,6 +57,7 @@ impl Platform {
     /// The digest of this platform's image in an index, else every platform it has (for
     /// the message). Entries without a platform, or `unknown/unknown` (build attestations),
     /// are not images to run.
+    #[cfg(not(target_os = "macos"))]
     pub fn select(&self, entries: &[ImageIndexEntry]) -> Result<String, Vec<String>> {
         let platforms: Vec<(Platform, &ImageIndexEntry)> = entries
             .iter()
