@@ -19,6 +19,7 @@ mod client;
 mod client;
 #[cfg(not(target_os = "macos"))]
 mod credentials;
+mod opts;
 mod platform;
 #[cfg(not(target_os = "macos"))]
 mod reason;
@@ -34,28 +35,12 @@ use sexton_inject::{ImageCommand, Resolve, Unresolved};
 
 use crate::shared::values::timeout;
 use client::Lookup;
+pub use opts::RegistryOpts;
 pub use platform::Platform;
 
 /// Lookups at a time: enough to hide the round trips of a handful of registries, few
 /// enough not to look like a flood to one of them.
 const CONCURRENCY: usize = 4;
-
-/// Where and how images are looked up.
-#[derive(Debug, Clone)]
-#[cfg_attr(target_os = "macos", allow(dead_code))] // (no lookups on macOS: client_macos.rs)
-pub struct RegistryOpts {
-    /// The platform whose image is read from a multi-platform index (`linux/amd64`).
-    pub platform: Platform,
-    /// Registries reached over plain HTTP (`127.0.0.1:5000`).
-    pub insecure: Vec<String>,
-    /// A docker config file with credentials (`auths`), if any.
-    pub docker_config: Option<PathBuf>,
-    /// The bound of each image's lookup, connection and authentication included.
-    pub timeout: Duration,
-    /// Image pull Secrets' docker configs (a name for reasons, the JSON), which win over
-    /// `docker_config` (the webhook's `--image-pull-secrets`).
-    pub pull_secrets: Vec<(String, String)>,
-}
 
 /// How wrap looks up images' ENTRYPOINT and CMD.
 #[derive(Args, Debug)]

@@ -14,8 +14,8 @@ use serde::Deserialize;
 use sexton_inject::{ImageCommand, Unresolved};
 use tokio::io::AsyncWrite;
 
-use super::RegistryOpts;
 use super::credentials::Credentials;
+use super::opts::RegistryOpts;
 use super::reason::{Context, Failure, explain};
 
 /// The largest image config read. Real ones are a few KiB, tens with a long history.
