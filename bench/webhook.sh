@@ -75,7 +75,10 @@ if [ ! -x "$VEGETA" ]; then
   log "building vegeta $VEGETA_VERSION from its Go module into $CACHE/bin"
   mkdir -p "$CACHE/bin"
   tmp="$(mktemp -d)"
-  GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" \
+  # (the compiler flags of every Go build here, scripts/lib.sh's GO_GCFLAGS: with the same
+  # flags, the standard library the test control plane's build compiled serves this one)
+  GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath \
+    -gcflags "$(. scripts/lib.sh && echo "$GO_GCFLAGS")" -ldflags "-s -w" \
     "github.com/tsenart/vegeta/v12@$VEGETA_VERSION" >&2
   mv "$tmp/vegeta" "$VEGETA" && rmdir "$tmp"
 fi
