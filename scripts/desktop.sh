@@ -23,8 +23,10 @@
 # profile `desktop` (Cargo.toml: opt-level 0, no LTO). Measured (2026-11-27, the 2-core
 # machine, beside one other cargo build): the Windows build from an empty target directory,
 # 314 s user + 55 s system = 370 CPU-s, 1.0 GB peak RSS, a 43.4 MB .exe (at opt-level 1:
-# 825 CPU-s, 26.6 MB); the three, ~1 000 CPU-s (their host proc-macros built once).
-# scripts/test.sh runs them at the lowest priority from the start of its run.
+# 825 CPU-s, 26.6 MB). In cold runs of scripts/test.sh (2026-11-28), which runs them at the
+# lowest priority from its start, this script's whole job (Wine's install and prefix, the
+# tools, the builds) took 429 CPU-s for Windows alone and 706 for all three: the two macOS
+# builds, ~140 CPU-s each (no registry client there: fewer crates).
 # The Linux build is untouched (its dependencies and features are as before).
 # Wine's prefix (its C: drive, made on first use, ~20 s): ~/.cache/sexton-wine.
 set -euo pipefail
