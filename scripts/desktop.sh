@@ -110,22 +110,18 @@ wine_prefix() {
 # their features, so they are one build; the host's build scripts and proc-macros are
 # built once for all (one target directory).
 build() {
-  local zigbuild d windows=() macos=()
+  local zigbuild d os targets
   build_tools
   zigbuild=$(scripts/tools.sh cargo-zigbuild)
-  for d in "${DESKTOPS[@]}"; do
-    case "$d" in
-      windows-*) windows+=(--target "$(echo "$d" | cut -d: -f2)") ;;
-      darwin-*) macos+=(--target "$(echo "$d" | cut -d: -f2)") ;;
-    esac
-  done
-  local targets
-  for targets in "${windows[*]}" "${macos[*]}"; do
-    [ -n "$targets" ] || continue
+  for os in windows darwin; do
+    targets=()
+    for d in "${DESKTOPS[@]}"; do
+      case "$d" in "$os"-*) targets+=(--target "$(echo "$d" | cut -d: -f2)") ;; esac
+    done
+    [ ${#targets[@]} -gt 0 ] || continue
     # (cargo-zigbuild runs zig as `python3 -m ziglang`: its environment's python first)
-    # shellcheck disable=SC2086  # (targets: `--target T` words)
     PATH="$(dirname "$zigbuild"):$PATH" "$zigbuild" zigbuild --profile desktop --locked \
-      -p kubectl-sexton --bin kubectl-sexton $targets
+      -p kubectl-sexton --bin kubectl-sexton "${targets[@]}"
   done
   local dir triple file
   for d in "${DESKTOPS[@]}"; do

@@ -196,8 +196,9 @@ start_book_tools() { bg book-tools 10 scripts/tools.sh mdbook; }
 # starved one (a cold run here took 18 minutes for the PyPI install alone at priority 19), then
 # its builds (three; ~700 CPU-s in all with Wine's install, measured: scripts/desktop.sh)
 # at the lowest priority: they take the CPU the stages leave idle (the tests and the node's
-# scenarios mostly wait), and are checked after the end-to-end stage. Started after images.sh's tools, so that two apt-gets
-# never run at once (each also waits for dpkg's lock: -o DPkg::Lock::Timeout).
+# scenarios mostly wait), and are checked after the end-to-end stage. Started after
+# images.sh's tools, so that two apt-gets never run at once (each also waits for dpkg's
+# lock: -o DPkg::Lock::Timeout).
 start_desktop() {
   # shellcheck disable=SC2016  # (expanded by the inner shell)
   bg desktop 0 bash -c 'scripts/desktop.sh tools || exit
