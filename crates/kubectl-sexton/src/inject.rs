@@ -17,6 +17,7 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 use sexton_inject::{Options, Position, Report, Strategy};
 
+use crate::shared::catalogue::CatalogueFlags;
 use crate::shared::exit::Exit;
 use crate::shared::logging;
 use crate::shared::manifest::{Filenames, Format, ManifestOutput, read_all, write};
@@ -27,12 +28,12 @@ use crate::shared::values::version;
 #[derive(Args, Debug)]
 #[command(
     about = "Make the sidecars of pod templates end with their mains: native sidecars where they work, the in-pod supervisor where they don't",
-    long_about = "Reads manifests (Pod, Job, CronJob, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, List; other kinds pass through) and writes them with their sidecars made to end with the main containers. Which containers are sidecars: the template annotation sexton.dev/sidecars, else OpenKruise's markers, else kubexit's KUBEXIT_DEATH_DEPS, else --sidecar. The template annotation sexton.dev/inject (native, wrap, auto, disabled) overrides --strategy."
+    long_about = "Reads manifests (Pod, Job, CronJob, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, List; other kinds pass through) and writes them with their sidecars made to end with the main containers. Which containers are sidecars: the template annotation sexton.dev/sidecars, else OpenKruise's markers, else kubexit's KUBEXIT_DEATH_DEPS, else --sidecar; and, in run-to-completion templates, other vendors' injected sidecars that the template's markers prove (Istio's istio-proxy with sidecar.istio.io/status, ...: the catalogue, docs/webhook.md). The template annotation sexton.dev/inject (native, native-wrap, wrap, quit, auto, disabled) overrides --strategy."
 )]
 pub struct InjectFlags {
     #[command(flatten)]
     files: Filenames,
-    /// native: init containers with restartPolicy Always; native-wrap: those, ended by the in-pod supervisor with the mains (faster); wrap: the in-pod supervisor; auto: native where it works, else wrap, else the SidecarTerminator's markers
+    /// native: init containers with restartPolicy Always; native-wrap: those, ended by the in-pod supervisor with the mains (faster); wrap: the in-pod supervisor; quit: the mains' supervisor calls vendors' sidecars' quit endpoints; auto: native where it works, else wrap, else quit (vendors' sidecars), else the SidecarTerminator's markers
     #[arg(long, value_enum, default_value = "auto")]
     strategy: StrategyArg,
     /// A sidecar's container name, where the template does not say which are; repeatable
@@ -47,6 +48,8 @@ pub struct InjectFlags {
     /// The image of the `sexton install` init container (wrap)
     #[arg(long, value_name = "IMAGE", default_value = concat!("ghcr.io/sexton-dev/sexton:", env!("CARGO_PKG_VERSION")))]
     sexton_image: String,
+    #[command(flatten)]
+    catalogue: CatalogueFlags,
     #[command(flatten)]
     registry: RegistryFlags,
     #[command(flatten)]
@@ -82,6 +85,7 @@ enum StrategyArg {
     Native,
     NativeWrap,
     Wrap,
+    Quit,
     Auto,
     Disabled,
 }
@@ -93,12 +97,13 @@ enum PositionArg {
 }
 
 impl InjectFlags {
-    fn options(&self) -> Options {
+    fn options(&self, catalogue: sexton_inject::Catalogue) -> Options {
         Options {
             strategy: match self.strategy {
                 StrategyArg::Native => Strategy::Native,
                 StrategyArg::NativeWrap => Strategy::NativeWrap,
                 StrategyArg::Wrap => Strategy::Wrap,
+                StrategyArg::Quit => Strategy::Quit,
                 StrategyArg::Auto => Strategy::Auto,
                 StrategyArg::Disabled => Strategy::Disabled,
             },
@@ -109,6 +114,8 @@ impl InjectFlags {
             },
             kubernetes_version: self.kubernetes_version,
             sexton_image: self.sexton_image.clone(),
+            catalogue: std::sync::Arc::new(catalogue),
+            ..Options::default()
         }
     }
 
@@ -123,7 +130,11 @@ pub fn inject(flags: InjectFlags) -> Exit {
         Ok(d) => d,
         Err(e) => return unusable(&e),
     };
-    let opts = flags.options();
+    let catalogue = match flags.catalogue.load() {
+        Ok(c) => c,
+        Err(e) => return unusable(&e),
+    };
+    let opts = flags.options(catalogue);
     let images: Vec<String> = docs
         .iter()
         .flat_map(|d| sexton_inject::entrypoints_needed(d, &opts))

@@ -5,12 +5,19 @@
 //! A Pod is injected at most once. When the API server calls the webhook again (reinvocation,
 //! after a later webhook changed the Pod), the Pod already carries sexton's record: it is not
 //! injected again (undoing and redoing would drop what the later webhook added to the same
-//! fields), only repaired.
+//! fields); it is repaired, and the sidecars a later webhook added are ended by the
+//! mechanism of the first pass (`extend.rs`).
+//!
+//! Before it answers, the webhook checks that the Pod it returns has no two containers of one
+//! name (`spec.containers`, `initContainers`, `ephemeralContainers` together) that the Pod it
+//! was given did not have: the API server would refuse it, and sexton must never be the
+//! reason a Pod cannot be created. Such a change is dropped, with a warning.
 
 use serde_json::Value;
 
 use crate::ANNOTATION_INJECT;
 use crate::entrypoint::Resolve;
+use crate::extend::{added, drop_copies, extend};
 use crate::options::{Mechanism, Options};
 use crate::record::{self, Record};
 use crate::report::Outcome;
@@ -49,14 +56,18 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
     {
         return Admission::default();
     }
+    let opts = &Options {
+        at_admission: true,
+        ..opts.clone()
+    };
     // The Pod as it is to be admitted: copied only once something is to change, so that a
     // Pod admitted unchanged costs no copy and no diff.
     let mut changed = None;
     let mut warnings = vec![];
-    let outcome = match record::read_object(pod) {
+    let mut outcome = match record::read_object(pod) {
         Some(Ok(r)) => {
             warnings.extend(repair(pod, &mut changed, Some(&r)));
-            None
+            again(pod, &mut changed, r, opts, resolver, &mut warnings)
         }
         Some(Err(e)) => Some(Outcome::Refused(e.to_string())),
         None => {
@@ -74,6 +85,14 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
             Some(out)
         }
     };
+    if let Some(name) = changed.as_ref().and_then(|c| new_duplicate(pod, c)) {
+        let why = format!(
+            "the change would give the Pod two containers named {name:?}, which the API server refuses"
+        );
+        changed = None;
+        warnings = vec![format!("sexton: pod admitted unchanged: {why}")];
+        outcome = Some(Outcome::Refused(why));
+    }
     Admission {
         patch: match &changed {
             Some(changed) => json_patch::diff(pod, changed),
@@ -82,6 +101,85 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
         warnings,
         outcome,
     }
+}
+
+/// A later time the webhook sees the Pod (its record is there): a second copy of a sidecar
+/// sexton moved is dropped, and the sidecars added since are ended (`extend.rs`).
+fn again(
+    pod: &Value,
+    changed: &mut Option<Value>,
+    mut record: Record,
+    opts: &Options,
+    resolver: &dyn Resolve,
+    warnings: &mut Vec<String>,
+) -> Option<Outcome> {
+    if has_copies(current(pod, changed), &record) {
+        warnings.extend(drop_copies(&mut Template(edited(pod, changed)), &record));
+    }
+    if !has_unknown(current(pod, changed), &record) {
+        return None;
+    }
+    let mut copy = current(pod, changed).clone();
+    let mut t = Template(&mut copy);
+    let new = added(&t, &record, opts)?;
+    match extend(&mut t, &mut record, &new, opts, resolver) {
+        Ok(()) => {
+            record.resave(&mut t);
+            warnings.extend(record.caveats.iter().map(|c| format!("sexton: {c}")));
+            *changed = Some(copy);
+            Some(Outcome::Injected {
+                mechanism: record.mechanism,
+                sidecars: new.sidecars,
+                recognised: new.recognised,
+                note: Some("added by a webhook after sexton's first pass".into()),
+                caveats: record.caveats,
+            })
+        }
+        Err(refusal) => {
+            let why = format!(
+                "sidecar(s) {} added by a webhook after sexton's first pass cannot be ended: {refusal}",
+                new.sidecars.join(", ")
+            );
+            warnings.push(format!("sexton: {why}"));
+            Some(Outcome::Refused(why))
+        }
+    }
+}
+
+/// Whether `spec.containers` has a container the record knows neither as a sidecar nor as a
+/// main (cheap: no copy of the Pod).
+fn has_unknown(pod: &Value, record: &Record) -> bool {
+    list(&pod["spec"], "containers").iter().any(|c| {
+        let n = name(c);
+        !record.sidecars.iter().any(|s| s == n) && !record.mains.iter().any(|m| m == n)
+    })
+}
+
+/// Whether `spec.containers` has a container of the name of one sexton moved to
+/// `initContainers`.
+fn has_copies(pod: &Value, record: &Record) -> bool {
+    list(&pod["spec"], "containers")
+        .iter()
+        .any(|c| record.moved.iter().any(|m| m.name == name(c)))
+}
+
+/// A container name that appears twice in `changed` (across its three lists) but not in
+/// `pod`.
+fn new_duplicate(pod: &Value, changed: &Value) -> Option<String> {
+    let twice = |p: &Value| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut dups = std::collections::BTreeSet::new();
+        for key in ["initContainers", "containers", "ephemeralContainers"] {
+            for c in list(&p["spec"], key) {
+                if !seen.insert(name(c).to_string()) {
+                    dups.insert(name(c).to_string());
+                }
+            }
+        }
+        dups
+    };
+    let before = twice(pod);
+    twice(changed).into_iter().find(|n| !before.contains(n))
 }
 
 /// The Pod as changed so far (the one from the review until something changes).

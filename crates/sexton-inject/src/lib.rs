@@ -16,13 +16,17 @@
 //! as injecting once.
 
 mod admission;
+mod catalogue;
+mod chain;
 mod choose;
 mod contract;
 mod entrypoint;
+mod extend;
 mod lifecycle;
 mod markers;
 mod native;
 mod options;
+mod quit;
 mod record;
 mod report;
 mod resource;
@@ -32,6 +36,11 @@ mod terminator;
 mod wrap;
 
 pub use admission::{ANNOTATION_NATIVE, Admission, Scope, admit};
+pub use catalogue::{
+    Catalogue, CatalogueError, DoneWhen, Marker, Pattern, Recognised, Reinvocation, Vendor,
+    run_to_completion,
+};
+pub use chain::{Chain, may_move};
 pub use choose::virtual_kubelet;
 pub use entrypoint::{ImageCommand, Resolve, Unresolved};
 pub use markers::{ENV_KRUISE_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE, kruise_marked};
@@ -45,9 +54,29 @@ pub use sidecars::{ANNOTATION_SIDECARS, Roles, Source};
 /// the rule [`inject`] reads; `None` if it declares none, or names a container it lacks.
 /// (`&mut` only because templates are edited in place elsewhere; nothing is changed.)
 pub fn declared_roles(template: &mut serde_json::Value) -> Option<Roles> {
-    sidecars::roles(&template::Template(template), &[])
-        .ok()
-        .flatten()
+    let none = Catalogue::empty();
+    sidecars::roles(
+        &template::Template(template),
+        &[],
+        &none,
+        sidecars::Missing::Refuse,
+    )
+    .ok()
+    .flatten()
+}
+
+/// The sidecars and mains of a pod (template), declared or recognised from `catalogue`;
+/// `None` if it has none. A declared name the pod lacks is skipped (`doctor` and the
+/// controller read pods as they are).
+pub fn roles_of(pod: &mut serde_json::Value, catalogue: &Catalogue) -> Option<Roles> {
+    sidecars::roles(
+        &template::Template(pod),
+        &[],
+        catalogue,
+        sidecars::Missing::Later,
+    )
+    .ok()
+    .flatten()
 }
 
 /// The template annotation that chooses the strategy (`native`, `wrap`, `auto`, `disabled`).

@@ -3,6 +3,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::catalogue::Catalogue;
+use crate::chain::Chain;
 
 /// How sidecars should be made to end (`--strategy`, or the annotation `sexton.dev/inject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -12,13 +16,17 @@ pub enum Strategy {
     /// with the mains, and the kubelet does not restart it), with native start order.
     NativeWrap,
     Wrap,
+    /// The mains behind the supervisor, which calls the sidecars' quit endpoints once every
+    /// main is done; the sidecars stay as they are (vendors' injected sidecars that can be
+    /// neither native nor wrapped).
+    Quit,
     #[default]
     Auto,
     Disabled,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a strategy (native, native-wrap, wrap, auto or disabled)")]
+#[error("{0:?} is not a strategy (native, native-wrap, wrap, quit, auto or disabled)")]
 pub struct StrategyError(pub String);
 
 impl FromStr for Strategy {
@@ -29,6 +37,7 @@ impl FromStr for Strategy {
             "native" => Ok(Strategy::Native),
             "native-wrap" => Ok(Strategy::NativeWrap),
             "wrap" => Ok(Strategy::Wrap),
+            "quit" => Ok(Strategy::Quit),
             "auto" => Ok(Strategy::Auto),
             "disabled" => Ok(Strategy::Disabled),
             _ => Err(StrategyError(s.to_string())),
@@ -47,6 +56,8 @@ pub enum Mechanism {
     NativeWrap,
     /// Every container behind the in-pod supervisor; sidecars die with the mains.
     Wrap,
+    /// The mains behind the supervisor, which calls the sidecars' quit endpoints.
+    Quit,
     /// Sidecars marked for the SidecarTerminator controller.
     Controller,
 }
@@ -57,6 +68,7 @@ impl Mechanism {
             Mechanism::Native => "native",
             Mechanism::NativeWrap => "native-wrap",
             Mechanism::Wrap => "wrap",
+            Mechanism::Quit => "quit",
             Mechanism::Controller => "controller",
         }
     }
@@ -90,6 +102,16 @@ pub struct Options {
     pub kubernetes_version: Option<(u32, u32)>,
     /// The image of `sexton install` (the wrap strategy's init container).
     pub sexton_image: String,
+    /// The vendors' injected sidecars recognised without a declaration (empty: recognition
+    /// off).
+    pub catalogue: Arc<Catalogue>,
+    /// The cluster's mutating webhooks, where the webhook could read them: which vendors the
+    /// API server calls again after sexton changed a Pod.
+    pub chain: Option<Arc<Chain>>,
+    /// Set by the admission webhook: a sidecar named in `sexton.dev/sidecars` that the Pod
+    /// does not have yet is not an error (a later webhook may add it, and the API server then
+    /// calls sexton's again).
+    pub at_admission: bool,
 }
 
 impl Default for Options {
@@ -100,6 +122,9 @@ impl Default for Options {
             position: Position::Last,
             kubernetes_version: None,
             sexton_image: format!("ghcr.io/sexton-dev/sexton:{}", env!("CARGO_PKG_VERSION")),
+            catalogue: Arc::new(Catalogue::default()),
+            chain: None,
+            at_admission: false,
         }
     }
 }

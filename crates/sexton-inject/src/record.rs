@@ -110,6 +110,13 @@ impl Record {
         }
     }
 
+    /// Writes the record again, grown (at re-invocation): what was absent before the first
+    /// pass stays what `undo` restores.
+    pub fn resave(&self, t: &mut Template) {
+        let json = serde_json::to_string(self).expect("a record serializes");
+        t.set_annotation(ANNOTATION_INJECTED, json);
+    }
+
     /// Writes the record into the template.
     pub fn save(mut self, t: &mut Template) {
         self.absent = t.absent();

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::catalogue::Recognised;
 use crate::options::Mechanism;
 
 /// What became of one resource.
@@ -11,6 +12,8 @@ pub enum Outcome {
     Injected {
         mechanism: Mechanism,
         sidecars: Vec<String>,
+        /// The sidecars that are vendors' injected ones, with their vendor.
+        recognised: Vec<Recognised>,
         /// Why this mechanism, when `auto` chose it over another.
         note: Option<String>,
         /// What of the containers' own settings the mechanism could not carry over.
@@ -47,10 +50,18 @@ impl fmt::Display for Report {
             Outcome::Injected {
                 mechanism,
                 sidecars,
+                recognised,
                 note,
                 caveats,
             } => {
-                write!(f, "{mechanism} (sidecars: {})", sidecars.join(", "))?;
+                let named: Vec<String> = sidecars
+                    .iter()
+                    .map(|s| match recognised.iter().find(|r| &r.container == s) {
+                        Some(r) => format!("{s} [{}, injected]", r.vendor),
+                        None => s.clone(),
+                    })
+                    .collect();
+                write!(f, "{mechanism} (sidecars: {})", named.join(", "))?;
                 if *mechanism == Mechanism::Controller {
                     write!(
                         f,

@@ -11,9 +11,10 @@ use crate::choose::{native_unavailable, strategy};
 use crate::entrypoint::{ImageCommand, Resolve, Unresolved};
 use crate::native::{native, native_wrap};
 use crate::options::{Mechanism, Options, Strategy};
+use crate::quit::quit;
 use crate::record::{self, Record};
 use crate::report::{Outcome, Refusal, Report};
-use crate::sidecars::{Roles, roles};
+use crate::sidecars::{Missing, Roles, roles};
 use crate::template::Template;
 use crate::terminator::mark;
 use crate::wrap::wrap;
@@ -177,7 +178,11 @@ fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> 
         };
         return Outcome::Unchanged(format!("disabled by {by}"));
     }
-    let roles = match roles(t, &opts.sidecars) {
+    let missing = match opts.at_admission {
+        true => Missing::Later,
+        false => Missing::Refuse,
+    };
+    let roles = match roles(t, &opts.sidecars, &opts.catalogue, missing) {
         Ok(Some(r)) => r,
         Ok(None) => return Outcome::Unchanged("no sidecars".into()),
         Err(e) => return Outcome::Refused(e.to_string()),
@@ -193,6 +198,7 @@ fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> 
             let outcome = Outcome::Injected {
                 mechanism: record.mechanism,
                 sidecars: roles.sidecars.clone(),
+                recognised: roles.recognised.clone(),
                 note,
                 caveats: record.caveats.clone(),
             };
@@ -211,7 +217,8 @@ fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> 
 
 type Applied = Result<(Record, Option<String>), Vec<Refusal>>;
 
-/// The strategy's mechanism, or for `auto` the first that works: native, wrap, controller.
+/// The strategy's mechanism, or for `auto` the first that works: native, wrap, quit,
+/// controller.
 fn apply(
     t: &mut Template,
     roles: &Roles,
@@ -224,9 +231,20 @@ fn apply(
         Strategy::Native => &[Mechanism::Native],
         Strategy::NativeWrap => &[Mechanism::NativeWrap],
         Strategy::Wrap => &[Mechanism::Wrap],
-        _ => &[Mechanism::Native, Mechanism::Wrap, Mechanism::Controller],
+        Strategy::Quit => &[Mechanism::Quit],
+        _ => &[
+            Mechanism::Native,
+            Mechanism::Wrap,
+            Mechanism::Quit,
+            Mechanism::Controller,
+        ],
     };
     for &m in order {
+        // (`auto` tries quit endpoints only for vendors' sidecars: a note that a sidecar of
+        // the user's has none would say nothing useful)
+        if m == Mechanism::Quit && strategy != Strategy::Quit && roles.recognised.is_empty() {
+            continue;
+        }
         let mut copy = t.0.clone();
         let mut attempt = Template(&mut copy);
         match one(&mut attempt, m, roles, opts, resolver) {
@@ -257,13 +275,14 @@ fn one(
     match m {
         Mechanism::Native => match native_unavailable(t.spec(), opts) {
             Some(why) => Err(Refusal::new(Mechanism::Native, why)),
-            None => native(t, roles, opts.position),
+            None => native(t, roles, opts),
         },
         Mechanism::NativeWrap => match native_unavailable(t.spec(), opts) {
             Some(why) => Err(Refusal::new(Mechanism::NativeWrap, why)),
             None => native_wrap(t, roles, opts, resolver),
         },
         Mechanism::Wrap => wrap(t, roles, opts, resolver),
+        Mechanism::Quit => quit(t, roles, opts, resolver),
         Mechanism::Controller => mark(t, roles),
     }
 }

@@ -1,9 +1,13 @@
-//! Which containers of `spec.containers` are sidecars. The first source that names any
-//! decides: the template annotation `sexton.dev/sidecars`, OpenKruise's markers, kubexit's
-//! `KUBEXIT_DEATH_DEPS`, then `--sidecar`. The other containers are the mains.
+//! Which containers of `spec.containers` are sidecars: those declared, and those recognised.
+//! The first declaring source that names any decides the declared ones: the template
+//! annotation `sexton.dev/sidecars`, OpenKruise's markers, kubexit's `KUBEXIT_DEATH_DEPS`,
+//! then `--sidecar`. Recognised are the containers the catalogue proves another vendor's
+//! webhook injected into a run-to-completion pod (`catalogue.rs`), declared or not. The
+//! other containers are the mains.
 
 use std::fmt;
 
+use crate::catalogue::{Catalogue, Recognised};
 use crate::markers::{env_pairs, env_value, kruise_marked};
 use crate::template::{Template, name};
 
@@ -16,6 +20,8 @@ pub enum Source {
     KruiseMarkers,
     Kubexit,
     Flag,
+    /// Nothing declared: every sidecar was recognised from the catalogue.
+    Recognised,
 }
 
 impl fmt::Display for Source {
@@ -25,6 +31,7 @@ impl fmt::Display for Source {
             Source::KruiseMarkers => "OpenKruise markers",
             Source::Kubexit => "KUBEXIT_DEATH_DEPS",
             Source::Flag => "--sidecar",
+            Source::Recognised => "the catalogue of injected sidecars",
         })
     }
 }
@@ -35,6 +42,28 @@ pub struct Roles {
     pub sidecars: Vec<String>,
     pub mains: Vec<String>,
     pub source: Source,
+    /// The sidecars that are vendors' injected ones (declared too or not), with their vendor.
+    pub recognised: Vec<Recognised>,
+}
+
+impl Roles {
+    /// The vendor of sidecar `name`, if it was recognised.
+    pub fn vendor_of(&self, name: &str) -> Option<&str> {
+        self.recognised
+            .iter()
+            .find(|r| r.container == name)
+            .map(|r| r.vendor.as_str())
+    }
+}
+
+/// What to do with a name in `sexton.dev/sidecars` that the pod does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// Refuse: a manifest names what it does not have (a typo).
+    Refuse,
+    /// Skip it: at admission, a webhook that runs later may still add it (the API server
+    /// calls sexton's again then).
+    Later,
 }
 
 /// A sidecar list that names what is not there.
@@ -47,30 +76,40 @@ pub struct UnknownSidecar {
     pub present: Vec<String>,
 }
 
-/// The sidecars and mains of `t`; `None` if nothing names a sidecar.
-pub fn roles(t: &Template, flag: &[String]) -> Result<Option<Roles>, UnknownSidecar> {
+/// The sidecars and mains of `t`, declared (`flag`: `--sidecar`) or recognised from
+/// `catalogue`; `None` if no container is a sidecar.
+pub fn roles(
+    t: &Template,
+    flag: &[String],
+    catalogue: &Catalogue,
+    missing: Missing,
+) -> Result<Option<Roles>, UnknownSidecar> {
     let names = t.container_names();
-    let Some((sidecars, source)) = declared(t, &names)?
+    let declared = declared(t, &names, missing)?
         .or_else(|| by_env(t, |c| kruise_marked(env_pairs(c))).map(|s| (s, Source::KruiseMarkers)))
         .or_else(|| by_env(t, is_kubexit_sidecar).map(|s| (s, Source::Kubexit)))
-        .or_else(|| from_flag(&names, flag).map(|s| (s, Source::Flag)))
-    else {
-        return Ok(None);
+        .or_else(|| from_flag(&names, flag).map(|s| (s, Source::Flag)));
+    let recognised = catalogue.recognise(t.0);
+    let (declared, source) = match declared {
+        Some((list, source)) => (list, source),
+        None if recognised.is_empty() => return Ok(None),
+        None => (vec![], Source::Recognised),
     };
-    let mains = names
-        .into_iter()
-        .filter(|n| !sidecars.contains(n))
-        .collect();
+    let is_sidecar =
+        |n: &String| declared.contains(n) || recognised.iter().any(|r| &r.container == n);
+    let (sidecars, mains) = names.into_iter().partition(is_sidecar);
     Ok(Some(Roles {
         sidecars,
         mains,
         source,
+        recognised,
     }))
 }
 
 fn declared(
     t: &Template,
     names: &[String],
+    missing: Missing,
 ) -> Result<Option<(Vec<String>, Source)>, UnknownSidecar> {
     let Some(list) = t.annotation(ANNOTATION_SIDECARS) else {
         return Ok(None);
@@ -78,6 +117,9 @@ fn declared(
     let mut sidecars: Vec<String> = vec![];
     for s in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if !names.iter().any(|n| n == s) {
+            if missing == Missing::Later {
+                continue;
+            }
             return Err(UnknownSidecar {
                 missing: s.into(),
                 present: names.to_vec(),

@@ -6,6 +6,8 @@
 //! start before them; are restarted when they crash). Works wherever the pod runs
 //! (virtual-kubelet nodes included), on any Kubernetes version.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::contract::{Group, StartOrder, plan};
@@ -46,25 +48,79 @@ pub fn supervise(
     resolver: &dyn Resolve,
     start: StartOrder,
 ) -> Result<Record, Refusal> {
-    check_pod(t)?;
-    let mut commands = vec![];
-    for c in t.containers() {
-        check_container(c)?;
-        commands.push(wrapped_command(c, resolver)?);
-    }
     let mut record = Record::new(Mechanism::Wrap, &roles.sidecars, &roles.mains);
     let mut plan = plan(t, roles, start);
     record.caveats = std::mem::take(&mut plan.caveats);
-    add_volumes(t, &mut record);
-    add_install(t, opts, &mut record);
-    for (name_, (command, args)) in t.container_names().into_iter().zip(commands) {
-        let contract = plan.settings.remove(&name_).unwrap_or_default();
-        let c = t.container_mut(&name_).expect("a container");
-        set_command(c, command, args, &mut record);
-        add_env(c, &name_, contract, &mut record);
-        add_mounts(c, &mut record);
-    }
+    let all = t.container_names();
+    behind_supervisor(t, &all, plan.settings, opts, resolver, &mut record)?;
     Ok(record)
+}
+
+/// The containers `names` behind the supervisor, each with its `settings`; the install
+/// init container and the volumes added. Nothing is changed if one of them cannot be (the
+/// refusal says `wrap`: a caller of another mechanism says its own).
+pub fn behind_supervisor(
+    t: &mut Template,
+    names: &[String],
+    settings: BTreeMap<String, Vec<Group>>,
+    opts: &Options,
+    resolver: &dyn Resolve,
+    record: &mut Record,
+) -> Result<(), Refusal> {
+    check_pod(t)?;
+    let commands = commands(t, names, resolver)?;
+    add_volumes(t, record);
+    add_install(t, opts, record);
+    put_behind(t, names, commands, settings, record);
+    Ok(())
+}
+
+/// More containers behind the supervisor of a pod already wrapped (a sidecar a later
+/// webhook added): the install and the volumes are there.
+pub fn also_behind(
+    t: &mut Template,
+    names: &[String],
+    settings: BTreeMap<String, Vec<Group>>,
+    resolver: &dyn Resolve,
+    record: &mut Record,
+) -> Result<(), Refusal> {
+    let commands = commands(t, names, resolver)?;
+    put_behind(t, names, commands, settings, record);
+    Ok(())
+}
+
+type Command = (Vec<String>, Option<Vec<String>>);
+
+/// Each container's command behind the supervisor, once each is checked.
+fn commands(
+    t: &Template,
+    names: &[String],
+    resolver: &dyn Resolve,
+) -> Result<Vec<Command>, Refusal> {
+    names
+        .iter()
+        .map(|n| {
+            let c = t.container(n).expect("a container");
+            check_container(c)?;
+            wrapped_command(c, resolver)
+        })
+        .collect()
+}
+
+fn put_behind(
+    t: &mut Template,
+    names: &[String],
+    commands: Vec<Command>,
+    mut settings: BTreeMap<String, Vec<Group>>,
+    record: &mut Record,
+) {
+    for (name_, (command, args)) in names.iter().zip(commands) {
+        let contract = settings.remove(name_).unwrap_or_default();
+        let c = t.container_mut(name_).expect("a container");
+        set_command(c, command, args, record);
+        add_env(c, name_, contract, record);
+        add_mounts(c, record);
+    }
 }
 
 /// What the pod as a whole must allow.
@@ -129,10 +185,7 @@ fn check_container(c: &Value) -> Result<(), Refusal> {
 
 /// The container's command and args behind the supervisor; the image is looked up only
 /// when the container sets no `command`.
-fn wrapped_command(
-    c: &Value,
-    resolver: &dyn Resolve,
-) -> Result<(Vec<String>, Option<Vec<String>>), Refusal> {
+fn wrapped_command(c: &Value, resolver: &dyn Resolve) -> Result<Command, Refusal> {
     let (n, image) = (name(c), c["image"].as_str().unwrap_or_default());
     let looked_up = match needs_image(c) {
         false => None,

@@ -161,7 +161,7 @@ fn parse(path: &str, text: &str) -> Result<(Vec<Value>, Format), ReadError> {
 
 /// YAML as kubectl and the API server read it (YAML 1.1, sigs.k8s.io/yaml): `0755` is
 /// octal (a `defaultMode` of 493), `yes`/`on` are booleans.
-fn yaml_as_kubernetes_reads_it() -> serde_saphyr::Options {
+pub fn yaml_as_kubernetes_reads_it() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.legacy_octal_numbers = true;
     options

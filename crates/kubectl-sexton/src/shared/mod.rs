@@ -3,6 +3,7 @@
 //! each other; nothing here imports a subcommand (`tests/layers.rs` checks both).
 
 pub mod api_error;
+pub mod catalogue;
 pub mod certs;
 pub mod cli;
 pub mod components;

@@ -10,6 +10,7 @@
 
 mod answer;
 mod certs;
+mod chain;
 mod limits;
 mod metrics;
 mod requester;
@@ -29,9 +30,10 @@ use axum::routing::post;
 use clap::Args;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use sexton_inject::Options;
+use sexton_inject::{Catalogue, Options};
 use tracing::{info, warn};
 
+use crate::shared::catalogue::CatalogueFlags;
 use crate::shared::exit::Exit;
 use crate::shared::http::Health;
 use crate::shared::kube_client::{ServiceKubeFlags, service_account_namespace};
@@ -125,6 +127,8 @@ pub struct WebhookFlags {
     #[arg(long, value_name = "MAJOR.MINOR", value_parser = version)]
     kubernetes_version: Option<(u32, u32)>,
     #[command(flatten)]
+    catalogue: CatalogueFlags,
+    #[command(flatten)]
     registry: RegistryFlags,
     /// Read a Pod's imagePullSecrets to look up its images' entrypoints (needs RBAC secrets get in the Pods' namespaces; off by default)
     #[arg(long, env = "SEXTON_IMAGE_PULL_SECRETS")]
@@ -150,6 +154,10 @@ pub fn main(flags: WebhookFlags) -> Exit {
 
 /// The steps: client, certificate, endpoints, version, serve until SIGTERM.
 async fn run(flags: WebhookFlags, svc: Service) -> Exit {
+    let catalogue = match flags.catalogue.load() {
+        Ok(c) => c,
+        Err(e) => return unusable(&e),
+    };
     let client = match flags.kube.client().await {
         Ok(c) => c,
         Err(e) => return unusable(&e),
@@ -159,7 +167,7 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
         return unusable(&e);
     }
     let metrics = Arc::new(WebhookMetrics::default());
-    let reviewer = Arc::new(reviewer(&flags, &client, metrics.clone()));
+    let reviewer = Arc::new(reviewer(&flags, catalogue, &client, metrics.clone()));
     let (metrics_addr, health_addr) = (flags.serving.metrics_addr, flags.serving.health_addr);
     let endpoints = svc.serve_endpoints(metrics_addr, health_addr, move || metrics.encode());
     if let Err(e) = endpoints.await {
@@ -190,6 +198,7 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
         Ok(bound) => info!(%bound, "serving the webhook"),
         Err(e) => return unusable(&e),
     }
+    tokio::spawn(chain::keep_chain(client.clone(), reviewer.clone()));
     tokio::spawn(keep_version(
         client.clone(),
         reviewer,
@@ -250,10 +259,16 @@ fn own_namespace() -> String {
     service_account_namespace().unwrap_or_else(|| "sexton-system".into())
 }
 
-fn reviewer(flags: &WebhookFlags, client: &Client, metrics: Arc<WebhookMetrics>) -> Reviewer {
+fn reviewer(
+    flags: &WebhookFlags,
+    catalogue: Catalogue,
+    client: &Client,
+    metrics: Arc<WebhookMetrics>,
+) -> Reviewer {
     let options = Options {
         sexton_image: flags.sexton_image.clone(),
         kubernetes_version: flags.kubernetes_version,
+        catalogue: Arc::new(catalogue),
         ..Options::default()
     };
     let reporter = Reporter {

@@ -1,0 +1,766 @@
+//! The catalogue of well-known injected sidecars: the containers other vendors' admission
+//! webhooks add to pods at creation (a mesh proxy, a secrets agent, a database proxy), which
+//! keep a Job from completing when nobody declared them. Per vendor: the container names,
+//! the pod markers that prove the vendor's webhook injected them (a name alone is no proof: a
+//! user's container may be called `envoy`), the vendor's own init containers (which must keep
+//! running before its sidecar), its readiness endpoint, its quit endpoint and what turns it
+//! on, its own native-sidecar switch, and how its webhook is registered and decides a pod is
+//! already injected (which matters when the API server calls it again after sexton changed
+//! the pod).
+//!
+//! Admins add entries (`--sidecar-catalogue FILE`, the chart's
+//! `webhook.recognition.extraVendors`) in the same shape as [`Vendor`]'s serde form, and turn
+//! recognition off (`--recognise=false`).
+//!
+//! Sources (shared/research/injected-sidecars-2026.md has the links and dates):
+//! - Istio: istio/istio manifests/charts/istio-control/istio-discovery (templates/
+//!   mutatingwebhook.yaml, revision-tags-mwc.yaml, files/injection-template.yaml); the chart's
+//!   `sidecarInjectorWebhook.reinvocationPolicy` (default Never); istio/istio#18505
+//!   (`:15020/quitquitquit`), PR #49570 and #56428 (native sidecars), discussion #61963
+//!   (`sidecar.istio.io/nativeSidecar`).
+//! - Linkerd: linkerd/linkerd2 charts (proxy-injector-rbac.yaml, partials/_metadata.tpl,
+//!   `LINKERD2_PROXY_SHUTDOWN_ENDPOINT_ENABLED` in partials/_proxy.tpl), linkerd.io/2/reference/
+//!   proxy-configuration and features/native-sidecars, linkerd2 PR #12705 (shutdown endpoint off
+//!   by default since June 2024), linkerd2#3750 (no reinvocation).
+//! - Vault: developer.hashicorp.com/vault/docs/platform/k8s/injector/annotations, vault-helm
+//!   templates/injector-mutating-webhook.yaml, vault-k8s CHANGELOG (0.16.0
+//!   `agent-enable-quit`), vault-k8s agent-inject/agent/agent.go (quit on 127.0.0.1, cache
+//!   listener port 8200).
+//! - Consul: hashicorp/consul-k8s charts/consul/templates/
+//!   connect-inject-mutatingwebhookconfiguration.yaml, control-plane constants
+//!   (`KeyInjectStatus`, `DefaultGracefulPort` 20600, `/graceful_shutdown`).
+//! - Dapr: docs.dapr.io kubernetes-job and shutdown_api pages, dapr/dapr charts
+//!   dapr_sidecar_injector_webhook_config.yaml, pkg/injector (`dapr.io/sidecar-injected`).
+//! - Datadog: DataDog/datadog-agent pkg/clusteragent/admission/mutate/agent_sidecar
+//!   (`datadog-agent-injected`, re-checked by name in `spec.containers`), pkg/config
+//!   (`datadog-webhook`, reinvocation IfNeeded).
+//! - Cloud SQL Auth Proxy operator: GoogleCloudPlatform/cloud-sql-proxy-operator
+//!   internal/workload (names.go: `csql-` prefix; podspec_updates.go: annotation
+//!   `cloudsql.cloud.google.com/<workload>`, `CSQL_PROXY_QUIT_URLS`, admin port 9091).
+//! - Kuma: kumahq/kuma pkg/plugins/runtime/k8s/metadata (`kuma.io/sidecar-injected`),
+//!   app/cni (`kuma-sidecar`, `kuma-init`).
+//! - OpenTelemetry operator: open-telemetry/opentelemetry-operator pkg/sidecar/pod.go
+//!   (`otc-container`, label `sidecar.opentelemetry.io/injected`).
+//!
+//! Where a fact was not verified in a source (marked "not verified" below), the entry takes
+//! the cautious reading: an injector whose re-check is unknown is taken to re-check by
+//! container name, so that sexton never moves its sidecar where it could be re-added.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A name pattern: exact, or with one `*` standing for any run of characters
+/// (`csql-*`, `*-agent-injector-cfg`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Pattern(pub String);
+
+impl Pattern {
+    pub fn matches(&self, s: &str) -> bool {
+        match self.0.split_once('*') {
+            None => self.0 == s,
+            Some((pre, post)) => {
+                s.len() >= pre.len() + post.len() && s.starts_with(pre) && s.ends_with(post)
+            }
+        }
+    }
+}
+
+/// Where a marker is: a pod annotation or a label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum On {
+    Annotation,
+    Label,
+}
+
+/// A pod annotation or label: its key (a [`Pattern`]: `cloudsql.cloud.google.com/*`), and
+/// the value it must have, if any particular one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Marker {
+    pub on: On,
+    pub key: Pattern,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl Marker {
+    fn new(on: On, key: &str, value: Option<&str>) -> Marker {
+        Marker {
+            on,
+            key: Pattern(key.into()),
+            value: value.map(Into::into),
+        }
+    }
+
+    /// Whether the pod (or pod template) `metadata` carries it.
+    pub fn on_pod(&self, pod: &Value) -> bool {
+        let map = match self.on {
+            On::Annotation => &pod["metadata"]["annotations"],
+            On::Label => &pod["metadata"]["labels"],
+        };
+        map.as_object().is_some_and(|m| {
+            m.iter().any(|(k, v)| {
+                self.key.matches(k)
+                    && match &self.value {
+                        None => true,
+                        Some(want) => v.as_str().is_some_and(|v| v.eq_ignore_ascii_case(want)),
+                    }
+            })
+        })
+    }
+}
+
+impl fmt::Display for Marker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on = match self.on {
+            On::Annotation => "annotation",
+            On::Label => "label",
+        };
+        write!(f, "{on} {}", self.key.0)?;
+        match &self.value {
+            Some(v) => write!(f, "={v}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An HTTP endpoint on the pod's loopback: `port` and `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    pub port: u16,
+    pub path: String,
+}
+
+/// An environment variable (name and value) set on a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Env {
+    pub name: String,
+    pub value: String,
+}
+
+/// The vendor's quit endpoint: POSTed once every main is done (the mains' supervisor does it,
+/// `KUBEXIT_SHUTDOWN_HOOKS`), where its sidecar can be neither native nor wrapped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Quit {
+    pub endpoint: Endpoint,
+    /// A pod annotation whose value replaces the endpoint's port (`dapr.io/http-port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_annotation: Option<String>,
+    /// Set on the sidecar to turn the endpoint on (an injected Linkerd proxy reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_env: Option<Env>,
+    /// Read by the vendor's webhook to turn the endpoint on: works only on a pod the vendor
+    /// has not injected yet (Vault's `agent-enable-quit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_annotation: Option<Marker>,
+    /// Markers under which the endpoint is not served, or refuses a call without a token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable_with: Vec<Marker>,
+    /// An environment variable the vendor writes into the app containers with the URLs to
+    /// call (space- or comma-separated): preferred to `endpoint` where present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub urls_env: Option<String>,
+}
+
+/// A webhook's `reinvocationPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Reinvocation {
+    #[default]
+    Never,
+    IfNeeded,
+}
+
+/// How the vendor's webhook decides, when called again, that a pod is already injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum DoneWhen {
+    /// By its marker: moving its sidecar is safe.
+    Marker,
+    /// By a container of its sidecar's name in `spec.containers` or `spec.initContainers`.
+    NameInEitherList,
+    /// By a container of its sidecar's name in `spec.containers` only: a sidecar moved to
+    /// `initContainers` is injected a second time (a duplicate name: the Pod is refused).
+    #[default]
+    NameInContainers,
+}
+
+/// How the vendor's webhook is registered by default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Registration {
+    /// MutatingWebhookConfiguration names (Helm release names can change them: the
+    /// cluster's configurations are read where the webhook may).
+    #[serde(default)]
+    pub configurations: Vec<Pattern>,
+    #[serde(default)]
+    pub reinvocation: Reinvocation,
+    #[serde(default)]
+    pub done_when: DoneWhen,
+}
+
+/// One vendor's injected sidecar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Vendor {
+    /// What users call it: `Istio`.
+    pub name: String,
+    /// The sidecar's container name(s).
+    pub containers: Vec<Pattern>,
+    /// What proves the vendor's webhook injected it (any one of them).
+    pub markers: Vec<Marker>,
+    /// The vendor's own init containers: its sidecar, made native, goes right after them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<Pattern>,
+    /// What asks the vendor's webhook to inject (before it has).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<Marker>,
+    /// Ready when this answers 2xx: the startupProbe of the sidecar made native, as the
+    /// vendor's own native mode gates the mains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<Endpoint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quit: Option<Quit>,
+    /// The annotation that makes the vendor's webhook inject its sidecar natively: set on a
+    /// run-to-completion pod that asks for the vendor's injection and does not have it yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_switch: Option<Marker>,
+    #[serde(default)]
+    pub webhook: Registration,
+}
+
+impl Vendor {
+    /// Whether `name` is one of this vendor's sidecar containers.
+    pub fn names(&self, name: &str) -> bool {
+        self.containers.iter().any(|p| p.matches(name))
+    }
+
+    /// Whether the pod carries proof of this vendor's injection.
+    pub fn injected(&self, pod: &Value) -> bool {
+        self.markers.iter().any(|m| m.on_pod(pod))
+    }
+
+    /// Whether the pod asks for this vendor's injection.
+    pub fn asked(&self, pod: &Value) -> bool {
+        self.triggers.iter().any(|m| m.on_pod(pod))
+    }
+}
+
+/// A container recognised as a vendor's injected sidecar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recognised {
+    pub container: String,
+    /// The vendor's name (`Vault Agent`).
+    pub vendor: String,
+}
+
+/// The vendors sexton recognises.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Catalogue {
+    pub vendors: Vec<Vendor>,
+}
+
+impl Default for Catalogue {
+    fn default() -> Self {
+        Catalogue { vendors: builtin() }
+    }
+}
+
+/// An admin's catalogue entry that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogueError {
+    #[error("catalogue entry {index}: {reason}")]
+    Invalid { index: usize, reason: String },
+}
+
+impl Catalogue {
+    /// No vendor: recognition off.
+    pub fn empty() -> Catalogue {
+        Catalogue { vendors: vec![] }
+    }
+
+    /// The built-in vendors and `extra` (a list of [`Vendor`]s as JSON), the extra ones
+    /// first: an admin's entry for a container name wins over the built-in one.
+    pub fn with_extra(extra: &Value) -> Result<Catalogue, CatalogueError> {
+        let list = extra.as_array().ok_or(CatalogueError::Invalid {
+            index: 0,
+            reason: "expected a list of vendors".into(),
+        })?;
+        let mut vendors = vec![];
+        for (index, v) in list.iter().enumerate() {
+            let vendor: Vendor =
+                serde_json::from_value(v.clone()).map_err(|e| CatalogueError::Invalid {
+                    index,
+                    reason: e.to_string(),
+                })?;
+            let invalid = |reason: &str| CatalogueError::Invalid {
+                index,
+                reason: format!("{}: {reason}", vendor.name),
+            };
+            if vendor.containers.is_empty() {
+                return Err(invalid("`containers` names no container"));
+            }
+            if vendor.markers.is_empty() {
+                return Err(invalid(
+                    "`markers` is empty: a container name alone does not prove an injection",
+                ));
+            }
+            vendors.push(vendor);
+        }
+        vendors.extend(builtin());
+        Ok(Catalogue { vendors })
+    }
+
+    /// The vendor whose sidecar `container` of `pod` is, if the pod proves the injection.
+    pub fn vendor_of(&self, pod: &Value, container: &str) -> Option<&Vendor> {
+        self.vendors
+            .iter()
+            .find(|v| v.names(container) && v.injected(pod))
+    }
+
+    /// The vendor a container's name belongs to, proven or not (for the re-check rules and
+    /// `doctor`'s hints).
+    pub fn vendor_named(&self, container: &str) -> Option<&Vendor> {
+        self.vendors.iter().find(|v| v.names(container))
+    }
+
+    /// The containers of `spec.containers` that the pod (or pod template) proves injected
+    /// sidecars, in their order. Only run-to-completion pods (restartPolicy Never or
+    /// OnFailure): a long-running pod's sidecars run as long as it does.
+    pub fn recognise(&self, pod: &Value) -> Vec<Recognised> {
+        if !run_to_completion(&pod["spec"]) {
+            return vec![];
+        }
+        crate::template::list(&pod["spec"], "containers")
+            .iter()
+            .filter_map(|c| {
+                let name = crate::template::name(c);
+                self.vendor_of(pod, name).map(|v| Recognised {
+                    container: name.to_string(),
+                    vendor: v.name.clone(),
+                })
+            })
+            .collect()
+    }
+
+    pub fn vendor(&self, name: &str) -> Option<&Vendor> {
+        self.vendors.iter().find(|v| v.name == name)
+    }
+}
+
+/// Whether a pod spec runs to completion: restartPolicy Never or OnFailure (a Pod's default
+/// is Always).
+pub fn run_to_completion(spec: &Value) -> bool {
+    matches!(spec["restartPolicy"].as_str(), Some("Never" | "OnFailure"))
+}
+
+fn p(s: &str) -> Pattern {
+    Pattern(s.into())
+}
+
+fn ann(key: &str, value: Option<&str>) -> Marker {
+    Marker::new(On::Annotation, key, value)
+}
+
+fn label(key: &str, value: Option<&str>) -> Marker {
+    Marker::new(On::Label, key, value)
+}
+
+fn endpoint(port: u16, path: &str) -> Endpoint {
+    Endpoint {
+        port,
+        path: path.into(),
+    }
+}
+
+fn quit(port: u16, path: &str) -> Quit {
+    Quit {
+        endpoint: endpoint(port, path),
+        port_annotation: None,
+        enable_env: None,
+        enable_annotation: None,
+        unavailable_with: vec![],
+        urls_env: None,
+    }
+}
+
+fn registration(
+    configurations: &[&str],
+    reinvocation: Reinvocation,
+    done: DoneWhen,
+) -> Registration {
+    Registration {
+        configurations: configurations.iter().map(|c| p(c)).collect(),
+        reinvocation,
+        done_when: done,
+    }
+}
+
+/// The built-in vendors (the module doc names the sources).
+pub fn builtin() -> Vec<Vendor> {
+    use DoneWhen::*;
+    use Reinvocation::*;
+    vec![
+        Vendor {
+            name: "Istio".into(),
+            containers: vec![p("istio-proxy")],
+            markers: vec![ann("sidecar.istio.io/status", None)],
+            // istio-validation replaces istio-init with Istio's CNI plugin
+            init_containers: vec![p("istio-init"), p("istio-validation")],
+            triggers: vec![label("sidecar.istio.io/inject", Some("true"))],
+            // Istio's native mode gates the mains on the proxy's readiness the same way
+            startup: Some(endpoint(15021, "/healthz/ready")),
+            quit: Some(Quit {
+                // not served when the status port is turned off
+                unavailable_with: vec![ann("status.sidecar.istio.io/port", Some("0"))],
+                ..quit(15020, "/quitquitquit")
+            }),
+            native_switch: Some(ann("sidecar.istio.io/nativeSidecar", Some("true"))),
+            webhook: registration(
+                &["istio-sidecar-injector*", "istio-revision-tag-*"],
+                Never,
+                Marker,
+            ),
+        },
+        Vendor {
+            name: "Linkerd".into(),
+            containers: vec![p("linkerd-proxy")],
+            markers: vec![ann("linkerd.io/proxy-version", None)],
+            // linkerd-network-validator with Linkerd's CNI plugin (name not verified)
+            init_containers: vec![p("linkerd-init"), p("linkerd-network-validator")],
+            triggers: vec![
+                ann("linkerd.io/inject", Some("enabled")),
+                ann("linkerd.io/inject", Some("ingress")),
+            ],
+            // (the proxy's postStart hook, linkerd-await, already holds the next container)
+            startup: None,
+            quit: Some(Quit {
+                enable_env: Some(Env {
+                    name: "LINKERD2_PROXY_SHUTDOWN_ENDPOINT_ENABLED".into(),
+                    value: "true".into(),
+                }),
+                enable_annotation: Some(ann(
+                    "config.linkerd.io/proxy-admin-shutdown",
+                    Some("enabled"),
+                )),
+                ..quit(4191, "/shutdown")
+            }),
+            native_switch: Some(ann(
+                "config.beta.linkerd.io/proxy-enable-native-sidecar",
+                Some("true"),
+            )),
+            webhook: registration(
+                &["linkerd-proxy-injector-webhook-config"],
+                Never,
+                NameInEitherList,
+            ),
+        },
+        Vendor {
+            name: "Vault Agent".into(),
+            containers: vec![p("vault-agent")],
+            markers: vec![ann(
+                "vault.hashicorp.com/agent-inject-status",
+                Some("injected"),
+            )],
+            init_containers: vec![p("vault-agent-init")],
+            triggers: vec![ann("vault.hashicorp.com/agent-inject", Some("true"))],
+            startup: None,
+            quit: Some(Quit {
+                port_annotation: Some("vault.hashicorp.com/agent-cache-listener-port".into()),
+                enable_annotation: Some(ann("vault.hashicorp.com/agent-enable-quit", Some("true"))),
+                ..quit(8200, "/agent/v1/quit")
+            }),
+            native_switch: None, // not released (vault-k8s#620, PR #659)
+            webhook: registration(
+                &["vault-agent-injector-cfg", "*-agent-injector-cfg"],
+                Never,
+                Marker,
+            ),
+        },
+        Vendor {
+            name: "Consul".into(),
+            containers: vec![p("consul-dataplane")],
+            markers: vec![
+                ann(
+                    "consul.hashicorp.com/connect-inject-status",
+                    Some("injected"),
+                ),
+                label(
+                    "consul.hashicorp.com/connect-inject-status",
+                    Some("injected"),
+                ),
+            ],
+            init_containers: vec![p("consul-connect-inject-init")],
+            triggers: vec![ann("consul.hashicorp.com/connect-inject", Some("true"))],
+            startup: None,
+            quit: Some(Quit {
+                port_annotation: Some("consul.hashicorp.com/proxy-lifecycle-graceful-port".into()),
+                ..quit(20600, "/graceful_shutdown")
+            }),
+            native_switch: None, // not released (consul-k8s#3919)
+            webhook: registration(
+                &["consul-connect-injector", "*-connect-injector"],
+                Never,
+                Marker,
+            ),
+        },
+        Vendor {
+            name: "Dapr".into(),
+            containers: vec![p("daprd")],
+            markers: vec![label("dapr.io/sidecar-injected", Some("true"))],
+            init_containers: vec![],
+            triggers: vec![ann("dapr.io/enabled", Some("true"))],
+            startup: None,
+            quit: Some(Quit {
+                port_annotation: Some("dapr.io/http-port".into()),
+                // the API then needs a token sexton does not have
+                unavailable_with: vec![ann("dapr.io/api-token-secret", None)],
+                ..quit(3500, "/v1.0/shutdown")
+            }),
+            native_switch: None, // not released (dapr/dapr#9422)
+            // (its re-check is not verified: taken to be by name)
+            webhook: registration(&["dapr-sidecar-injector"], Never, NameInContainers),
+        },
+        Vendor {
+            name: "Datadog Agent".into(),
+            containers: vec![p("datadog-agent-injected")],
+            // the label that selects pods for the sidecar; the container's name is Datadog's own
+            markers: vec![label("agent.datadoghq.com/sidecar", None)],
+            init_containers: vec![],
+            triggers: vec![],
+            startup: None,
+            quit: None,
+            native_switch: None,
+            webhook: registration(&["datadog-webhook"], IfNeeded, NameInContainers),
+        },
+        Vendor {
+            name: "Cloud SQL Auth Proxy".into(),
+            containers: vec![p("csql-*")],
+            markers: vec![ann("cloudsql.cloud.google.com/*", None)],
+            init_containers: vec![],
+            triggers: vec![],
+            startup: None,
+            quit: Some(Quit {
+                urls_env: Some("CSQL_PROXY_QUIT_URLS".into()),
+                ..quit(9091, "/quitquitquit")
+            }),
+            native_switch: None, // the operator's own: AuthProxyWorkload spec.sidecarType
+            // (the configuration's final name is the operator's kustomize prefix: not verified)
+            webhook: registration(
+                &["*mutating-core-webhook-configuration"],
+                Never,
+                NameInContainers,
+            ),
+        },
+        Vendor {
+            name: "Kuma".into(),
+            containers: vec![p("kuma-sidecar")],
+            markers: vec![ann("kuma.io/sidecar-injected", Some("true"))],
+            init_containers: vec![p("kuma-init")],
+            triggers: vec![
+                ann("kuma.io/sidecar-injection", Some("enabled")),
+                label("kuma.io/sidecar-injection", Some("enabled")),
+            ],
+            startup: None,
+            quit: None,
+            native_switch: None, // control-plane wide only (experimental.sidecarContainers)
+            webhook: registration(
+                &["kuma-admission-mutating-webhook-configuration"],
+                Never,
+                Marker,
+            ),
+        },
+        Vendor {
+            name: "OpenTelemetry Collector".into(),
+            containers: vec![p("otc-container")],
+            markers: vec![label("sidecar.opentelemetry.io/injected", None)],
+            init_containers: vec![],
+            triggers: vec![ann("sidecar.opentelemetry.io/inject", None)],
+            startup: None,
+            quit: None,
+            native_switch: None, // the operator injects natively itself on Kubernetes >= 1.29
+            // (configuration name not verified: the chart's namePrefix changes it)
+            webhook: registration(
+                &["*opentelemetry-operator-mutation*"],
+                Never,
+                NameInContainers,
+            ),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(annotations: Value, labels: Value, containers: &[&str], policy: &str) -> Value {
+        json!({
+            "metadata": {"annotations": annotations, "labels": labels},
+            "spec": {
+                "restartPolicy": policy,
+                "containers": containers.iter().map(|n| json!({"name": n, "image": "x"})).collect::<Vec<_>>()
+            }
+        })
+    }
+
+    #[test]
+    fn patterns_match_exactly_or_around_one_star() {
+        for (pat, s, hit) in [
+            ("istio-proxy", "istio-proxy", true),
+            ("istio-proxy", "istio-proxy2", false),
+            ("csql-*", "csql-default-db", true),
+            ("csql-*", "csql-", true),
+            ("csql-*", "csq", false),
+            ("*-agent-injector-cfg", "vault-agent-injector-cfg", true),
+            ("*-agent-injector-cfg", "agent-injector-cfg", false),
+            (
+                "istio-sidecar-injector*",
+                "istio-sidecar-injector-canary",
+                true,
+            ),
+            ("a*a", "a", false),
+        ] {
+            assert_eq!(Pattern(pat.into()).matches(s), hit, "{pat} {s}");
+        }
+    }
+
+    #[test]
+    fn a_name_alone_is_no_proof() {
+        let c = Catalogue::default();
+        let plain = pod(json!({}), json!({}), &["main", "istio-proxy"], "Never");
+        assert_eq!(c.recognise(&plain), vec![]);
+        let injected = pod(
+            json!({"sidecar.istio.io/status": "{}"}),
+            json!({}),
+            &["main", "istio-proxy"],
+            "Never",
+        );
+        assert_eq!(
+            c.recognise(&injected),
+            vec![Recognised {
+                container: "istio-proxy".into(),
+                vendor: "Istio".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn long_running_pods_are_never_recognised() {
+        let c = Catalogue::default();
+        for policy in ["Always", ""] {
+            let p = pod(
+                json!({"vault.hashicorp.com/agent-inject-status": "injected"}),
+                json!({}),
+                &["main", "vault-agent"],
+                policy,
+            );
+            assert_eq!(c.recognise(&p), vec![], "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn markers_with_values_and_key_patterns() {
+        let c = Catalogue::default();
+        let vault = |status: &str| {
+            pod(
+                json!({"vault.hashicorp.com/agent-inject-status": status}),
+                json!({}),
+                &["main", "vault-agent"],
+                "OnFailure",
+            )
+        };
+        assert_eq!(c.recognise(&vault("injected")).len(), 1);
+        assert_eq!(c.recognise(&vault("update")).len(), 0);
+        let csql = pod(
+            json!({"cloudsql.cloud.google.com/orders-db": "1,gcr.io/x/proxy:2"}),
+            json!({}),
+            &["main", "csql-batch-orders-db"],
+            "Never",
+        );
+        assert_eq!(c.recognise(&csql)[0].vendor, "Cloud SQL Auth Proxy");
+        let dapr = pod(
+            json!({}),
+            json!({"dapr.io/sidecar-injected": "true"}),
+            &["daprd", "main"],
+            "Never",
+        );
+        assert_eq!(c.recognise(&dapr)[0].container, "daprd");
+        // a label where an annotation is expected is not the marker
+        let wrong_place = pod(
+            json!({"dapr.io/sidecar-injected": "true"}),
+            json!({}),
+            &["daprd"],
+            "Never",
+        );
+        assert_eq!(c.recognise(&wrong_place), vec![]);
+    }
+
+    #[test]
+    fn admins_add_vendors_and_theirs_come_first() {
+        let extra = json!([{
+            "name": "Acme Mesh",
+            "containers": ["acme-proxy", "istio-proxy"],
+            "markers": [{"on": "annotation", "key": "acme.example/injected", "value": "true"}],
+            "quit": {"endpoint": {"port": 9000, "path": "/quit"}},
+            "webhook": {"configurations": ["acme-injector"], "reinvocation": "IfNeeded", "doneWhen": "marker"}
+        }]);
+        let c = Catalogue::with_extra(&extra).unwrap();
+        assert_eq!(c.vendors.len(), builtin().len() + 1);
+        let p = pod(
+            json!({"acme.example/injected": "true", "sidecar.istio.io/status": "{}"}),
+            json!({}),
+            &["main", "istio-proxy", "acme-proxy"],
+            "Never",
+        );
+        let found: Vec<_> = c.recognise(&p).into_iter().map(|r| r.vendor).collect();
+        assert_eq!(found, ["Acme Mesh", "Acme Mesh"]);
+    }
+
+    #[test]
+    fn an_admin_entry_that_proves_nothing_is_refused_with_its_field() {
+        for (extra, says) in [
+            (json!({"name": "x"}), "expected a list"),
+            (
+                json!([{"name": "x", "containers": ["a"], "markers": []}]),
+                "`markers` is empty",
+            ),
+            (
+                json!([{"name": "x", "containers": [], "markers": [{"on": "label", "key": "k"}]}]),
+                "`containers`",
+            ),
+            (
+                json!([{"name": "x", "containers": ["a"], "markers": [{"on": "env", "key": "k"}]}]),
+                "unknown variant",
+            ),
+            (
+                json!([{"name": "x", "containers": ["a"], "marker": []}]),
+                "unknown field",
+            ),
+        ] {
+            let e = Catalogue::with_extra(&extra).unwrap_err().to_string();
+            assert!(e.contains(says), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn every_builtin_vendor_proves_its_injection_and_has_a_registration() {
+        for v in builtin() {
+            assert!(
+                !v.containers.is_empty() && !v.markers.is_empty(),
+                "{}",
+                v.name
+            );
+            assert!(!v.webhook.configurations.is_empty(), "{}", v.name);
+            // the serde form is the admins' form: the built-in entries round-trip through it
+            let back: Vendor = serde_json::from_value(serde_json::to_value(&v).unwrap()).unwrap();
+            assert_eq!(back, v);
+        }
+    }
+}
