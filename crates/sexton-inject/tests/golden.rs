@@ -31,6 +31,38 @@ fn images() -> Images {
         ),
         ("shipper:1", img(&["/bin/shipper"], &[])),
         ("scratch-empty:1", img(&[], &[])),
+        // vendors' sidecar images (tests/golden/vendors-*.in.yaml)
+        (
+            "docker.io/istio/proxyv2:1.27.0",
+            img(&["/usr/local/bin/pilot-agent"], &[]),
+        ),
+        (
+            "cr.l5d.io/linkerd/proxy:stable-2.14.10",
+            img(&["/usr/lib/linkerd/linkerd2-proxy"], &[]),
+        ),
+        (
+            "hashicorp/consul-dataplane:1.6.0",
+            img(
+                &["/usr/local/bin/docker-entrypoint.sh"],
+                &["consul-dataplane"],
+            ),
+        ),
+        (
+            "gcr.io/datadoghq/agent:7",
+            img(&["/bin/entrypoint.sh"], &[]),
+        ),
+        (
+            "gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.1",
+            img(&["/cloud-sql-proxy"], &[]),
+        ),
+        (
+            "docker.io/kumahq/kuma-dp:2.9.0",
+            img(&["/usr/bin/kuma-dp"], &[]),
+        ),
+        (
+            "ghcr.io/open-telemetry/opentelemetry-collector:0.120.0",
+            img(&["/otelcol"], &[]),
+        ),
     ]))
 }
 
