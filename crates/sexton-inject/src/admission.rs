@@ -65,6 +65,17 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
     let mut changed = None;
     let mut warnings = vec![];
     let mut outcome = match record::read_object(pod) {
+        Some(Ok(r)) if r.sidecars.is_empty() => {
+            // set ahead of a vendor's webhook (`ahead.rs`) by `inject` on the template: the
+            // annotations stay for that webhook; the Pod is injected as if first seen
+            let mut p = pod.clone();
+            Template(&mut p).remove_annotation(crate::record::ANNOTATION_INJECTED, r.absent);
+            changed = Some(p);
+            warnings.extend(repair(pod, &mut changed, None));
+            let out = first_pass(pod, &mut changed, opts, resolver);
+            warnings.extend(out_warnings(&out));
+            Some(out)
+        }
         Some(Ok(r)) => {
             warnings.extend(repair(pod, &mut changed, Some(&r)));
             again(pod, &mut changed, r, opts, resolver, &mut warnings)
@@ -73,15 +84,7 @@ pub fn admit(pod: &Value, scope: Scope, opts: &Options, resolver: &dyn Resolve) 
         None => {
             warnings.extend(repair(pod, &mut changed, None));
             let out = first_pass(pod, &mut changed, opts, resolver);
-            match &out {
-                Outcome::Refused(why) => {
-                    warnings.push(format!("sexton: pod admitted unchanged: {why}"))
-                }
-                Outcome::Injected { caveats, .. } => {
-                    warnings.extend(caveats.iter().map(|c| format!("sexton: {c}")))
-                }
-                _ => {}
-            }
+            warnings.extend(out_warnings(&out));
             Some(out)
         }
     };
@@ -180,6 +183,17 @@ fn new_duplicate(pod: &Value, changed: &Value) -> Option<String> {
     };
     let before = twice(pod);
     twice(changed).into_iter().find(|n| !before.contains(n))
+}
+
+/// What the user sees of a first pass's outcome.
+fn out_warnings(out: &Outcome) -> Vec<String> {
+    match out {
+        Outcome::Refused(why) => vec![format!("sexton: pod admitted unchanged: {why}")],
+        Outcome::Injected { caveats, .. } => {
+            caveats.iter().map(|c| format!("sexton: {c}")).collect()
+        }
+        _ => vec![],
+    }
 }
 
 /// The Pod as changed so far (the one from the review until something changes).

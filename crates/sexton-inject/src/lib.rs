@@ -16,6 +16,7 @@
 //! as injecting once.
 
 mod admission;
+mod ahead;
 mod catalogue;
 mod chain;
 mod choose;

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use sexton_core::endpoint::HttpUrl;
 
 use crate::catalogue::{Env, Quit, Vendor};
@@ -184,18 +184,5 @@ fn hooks(t: &Template, roles: &Roles, urls: &[String]) -> BTreeMap<String, Vec<G
             }
             (m.clone(), vec![group])
         })
-        .collect()
-}
-
-/// The pod asks a vendor's webhook to inject (it has not yet) whose quit endpoint is turned
-/// on by an annotation: the annotation, for `auto` to set where the endpoint may be needed.
-pub fn enabling_annotations(pod: &Value, opts: &Options) -> Vec<(String, String)> {
-    opts.catalogue
-        .vendors
-        .iter()
-        .filter(|v| v.asked(pod) && !v.injected(pod))
-        .filter_map(|v| v.quit.as_ref()?.enable_annotation.as_ref())
-        .filter(|m| !m.on_pod(pod))
-        .map(|m| (m.key.0.clone(), m.value.clone().unwrap_or_default()))
         .collect()
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::ahead::Ahead;
 use crate::options::Mechanism;
 use crate::template::{Absent, Template, list_at, name, restore_field};
 
@@ -36,6 +37,9 @@ pub struct Record {
     /// `spec` lists that sexton created (`initContainers`, `volumes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub created_lists: Vec<String>,
+    /// Annotations sexton set for a vendor's webhook still to come (`ahead.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_annotations: Vec<String>,
     #[serde(default)]
     pub absent: Absent,
     /// What of the containers' own settings could not be carried over (said in the report,
@@ -79,6 +83,7 @@ impl Record {
             added_init_containers: vec![],
             added_volumes: vec![],
             created_lists: vec![],
+            added_annotations: vec![],
             absent: Absent::default(),
             caveats: vec![],
         }
@@ -117,11 +122,14 @@ impl Record {
         t.set_annotation(ANNOTATION_INJECTED, json);
     }
 
-    /// Writes the record into the template.
-    pub fn save(mut self, t: &mut Template) {
+    /// Sets the annotations for vendors' webhooks still to come, and writes the record.
+    pub fn save_with(mut self, t: &mut Template, ahead: &[Ahead]) {
         self.absent = t.absent();
-        let json = serde_json::to_string(&self).expect("a record serializes");
-        t.set_annotation(ANNOTATION_INJECTED, json);
+        for a in ahead {
+            t.set_annotation(&a.key, a.value.clone());
+            self.added_annotations.push(a.key.clone());
+        }
+        self.resave(t);
     }
 }
 
@@ -151,6 +159,10 @@ pub fn undo(t: &mut Template, record: &Record) {
                 restore_field(container, field, old);
             }
         }
+    }
+    for key in &record.added_annotations {
+        // (the annotations' map itself goes with the record, if it was absent)
+        t.remove_annotation(key, Absent::default());
     }
     remove_named(t, "initContainers", &record.added_init_containers);
     remove_named(t, "volumes", &record.added_volumes);

@@ -61,7 +61,10 @@ impl fmt::Display for Report {
                         None => s.clone(),
                     })
                     .collect();
-                write!(f, "{mechanism} (sidecars: {})", named.join(", "))?;
+                match named.is_empty() {
+                    true => write!(f, "{mechanism} (sidecars: none yet)")?,
+                    false => write!(f, "{mechanism} (sidecars: {})", named.join(", "))?,
+                }
                 if *mechanism == Mechanism::Controller {
                     write!(
                         f,

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::ahead::{Ahead, ahead};
 use crate::choose::{native_unavailable, strategy};
 use crate::entrypoint::{ImageCommand, Resolve, Unresolved};
 use crate::native::{native, native_wrap};
@@ -184,7 +185,7 @@ fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> 
     };
     let roles = match roles(t, &opts.sidecars, &opts.catalogue, missing) {
         Ok(Some(r)) => r,
-        Ok(None) => return Outcome::Unchanged("no sidecars".into()),
+        Ok(None) => return ahead_only(t, strategy, opts),
         Err(e) => return Outcome::Refused(e.to_string()),
     };
     if roles.mains.is_empty() {
@@ -195,14 +196,16 @@ fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> 
     }
     match apply(t, &roles, strategy, opts, resolver) {
         Ok((record, note)) => {
+            let native = matches!(record.mechanism, Mechanism::Native | Mechanism::NativeWrap);
+            let later = ahead(t.0, &opts.catalogue, native);
             let outcome = Outcome::Injected {
                 mechanism: record.mechanism,
                 sidecars: roles.sidecars.clone(),
                 recognised: roles.recognised.clone(),
-                note,
+                note: join_notes(note, ahead_note(&later, native)),
                 caveats: record.caveats.clone(),
             };
-            record.save(t);
+            record.save_with(t, &later);
             outcome
         }
         Err(refusals) => Outcome::Refused(
@@ -212,6 +215,54 @@ fn inject_template(t: &mut Template, opts: &Options, resolver: &dyn Resolve) -> 
                 .collect::<Vec<_>>()
                 .join("; "),
         ),
+    }
+}
+
+/// A template with no sidecar yet that asks a vendor's webhook for one: the vendor's switch
+/// set ahead of it (`ahead.rs`), recorded; else nothing to do.
+fn ahead_only(t: &mut Template, strategy: Strategy, opts: &Options) -> Outcome {
+    let native = matches!(
+        strategy,
+        Strategy::Auto | Strategy::Native | Strategy::NativeWrap
+    ) && native_unavailable(t.spec(), opts).is_none();
+    let later = ahead(t.0, &opts.catalogue, native);
+    if later.is_empty() {
+        return Outcome::Unchanged("no sidecars".into());
+    }
+    let mechanism = if native {
+        Mechanism::Native
+    } else {
+        Mechanism::Wrap
+    };
+    let record = Record::new(mechanism, &[], &t.container_names());
+    let outcome = Outcome::Injected {
+        mechanism,
+        sidecars: vec![],
+        recognised: vec![],
+        note: ahead_note(&later, native),
+        caveats: vec![],
+    };
+    record.save_with(t, &later);
+    outcome
+}
+
+/// What the annotations set ahead of vendors' webhooks ask of them.
+fn ahead_note(later: &[Ahead], native: bool) -> Option<String> {
+    let what = match native {
+        true => "to inject its sidecar natively",
+        false => "to turn its sidecar's quit endpoint on",
+    };
+    let each: Vec<String> = later
+        .iter()
+        .map(|a| format!("{} {what} (annotation {}={})", a.vendor, a.key, a.value))
+        .collect();
+    (!each.is_empty()).then(|| format!("asks {}", each.join(", ")))
+}
+
+fn join_notes(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
     }
 }
 

@@ -375,3 +375,39 @@ fn long_running_pods_and_unproven_names_are_left_alone() {
     istio(&mut p);
     assert!(sexton(&p, &off).1.patch.is_empty());
 }
+
+#[test]
+fn a_switch_set_ahead_by_inject_stays_for_the_vendors_webhook() {
+    // `kubectl sexton inject` on a template that asks Vault's webhook, on virtual-kubelet
+    // nodes: the annotation that turns Vault's quit endpoint on, and a record of it
+    let mut job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "backup"},
+        "spec": {"template": job_pod(json!({"vault.hashicorp.com/agent-inject": "true"}))}});
+    job["spec"]["template"]["spec"]["nodeSelector"] = json!({"type": "virtual-kubelet"});
+    let reports = sexton_inject::inject(&mut job, &Options::default(), &Registry);
+    assert!(
+        reports[0].to_string().contains("agent-enable-quit"),
+        "{}",
+        reports[0]
+    );
+    let mut pod = job["spec"]["template"].clone();
+    pod["apiVersion"] = json!("v1");
+    pod["kind"] = json!("Pod");
+    // the Job's Pod: sexton first (the record goes, the annotation stays), then Vault, whose
+    // sidecar sexton's second call wraps
+    let (p, _) = sexton(&pod, &Options::default());
+    assert_eq!(
+        p["metadata"]["annotations"]["vault.hashicorp.com/agent-enable-quit"],
+        "true"
+    );
+    assert!(
+        p["metadata"]["annotations"]["sexton.dev/injected"].is_null(),
+        "{p}"
+    );
+    let p = rounds(p, &[], &[vault], &Options::default());
+    assert_eq!(record(&p)["sidecars"], json!(["vault-agent"]), "{p}");
+    assert_eq!(record(&p)["mechanism"], "wrap");
+    assert_eq!(
+        p["metadata"]["annotations"]["vault.hashicorp.com/agent-enable-quit"],
+        "true"
+    );
+}
