@@ -17,7 +17,8 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use serde::Deserialize;
 use serde_json::Value;
 use sexton_inject::{
-    ANNOTATION_INJECT, Admission, ImageCommand, Options, Outcome, Resolve, Scope, Unresolved, admit,
+    ANNOTATION_INJECT, Admission, ImageCommand, Options, Outcome, Report, Resolve, Scope,
+    Unresolved, admit,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
@@ -261,8 +262,22 @@ async fn review_pod(
         Some(_) => "unchanged",
     };
     log(request, &name, &admission.outcome, &admission.warnings);
-    if let (Some(Outcome::Refused(why)), false) = (&admission.outcome, request.dry_run) {
-        refusal_event(reviewer, request, &name, owner, why.as_str()).await;
+    match (&admission.outcome, request.dry_run) {
+        (Some(Outcome::Refused(why)), false) => {
+            let note = format!("pod {name}: {why}");
+            owner_event(reviewer, request, owner, EventType::Warning, "InjectRefused", &note).await;
+        }
+        // the vendors' sidecars sexton recognised: which, and how they end (one note per
+        // Job, whatever its Pod's name, so that the recorder counts them as one series)
+        (Some(o @ Outcome::Injected { recognised, .. }), false) if !recognised.is_empty() => {
+            let note = Report {
+                resource: "pods".into(),
+                outcome: o.clone(),
+            };
+            let note = note.to_string();
+            owner_event(reviewer, request, owner, EventType::Normal, "SidecarsRecognised", &note).await;
+        }
+        _ => {}
     }
     let mut answer = allowed;
     answer.warnings = admission.warnings;
@@ -382,9 +397,11 @@ fn log(request: &Request, pod: &str, outcome: &Option<Outcome>, warnings: &[Stri
         Some(Outcome::Injected {
             mechanism,
             sidecars,
+            recognised,
             ..
         }) => {
-            info!(pod, %mechanism, ?sidecars, dry_run = request.dry_run, "injected")
+            let vendors: Vec<&str> = recognised.iter().map(|r| r.vendor.as_str()).collect();
+            info!(pod, %mechanism, ?sidecars, ?vendors, dry_run = request.dry_run, "injected")
         }
         Some(Outcome::Refused(why)) => warn!(
             pod,
@@ -404,16 +421,18 @@ fn refusal_owner(pod: &Value) -> Option<OwnerReference> {
     OwnerReference::deserialize(first).ok()
 }
 
-/// A Warning Event about the refusal, on the Pod's owner (the Job, the ReplicaSet, ...): the
-/// Pod has no UID yet. Only about an owner that exists in the review's namespace with the
-/// UID the review names (a forged review cannot put Events on other objects), and with
-/// the text escaped and bounded. A bare Pod gets none: the warning reaches its creator.
-async fn refusal_event(
+/// An Event about the Pod's injection (a refusal, or the vendors' sidecars it recognised), on
+/// the Pod's owner (the Job, the ReplicaSet, ...): the Pod has no UID yet. Only about an owner
+/// that exists in the review's namespace with the UID the review names (a forged review
+/// cannot put Events on other objects), and with the text escaped and bounded. A bare Pod
+/// gets none: the warning reaches its creator.
+async fn owner_event(
     reviewer: &Reviewer,
     request: &Request,
-    pod: &str,
     owner: Option<OwnerReference>,
-    why: &str,
+    type_: EventType,
+    reason: &str,
+    note: &str,
 ) {
     let (Some(namespace), Some(owner)) = (request.namespace.clone(), owner) else {
         return;
@@ -421,7 +440,7 @@ async fn refusal_event(
     if !owner_exists(&reviewer.client, &namespace, &owner).await {
         debug!(
             owner = escaped(&owner.name, 256),
-            "no refusal event: the owner is not one that exists in the namespace"
+            "no event: the owner is not one that exists in the namespace"
         );
         return;
     }
@@ -434,14 +453,14 @@ async fn refusal_event(
         ..Default::default()
     };
     let event = Event {
-        type_: EventType::Warning,
-        reason: "InjectRefused".into(),
-        note: Some(escaped(&format!("pod {pod}: {why}"), 1024)),
+        type_,
+        reason: reason.into(),
+        note: Some(escaped(note, 1024)),
         action: "Inject".into(),
         secondary: None,
     };
     if let Err(e) = reviewer.recorder.publish(&event, &regarding).await {
-        warn!("cannot publish the refusal event (RBAC: events.k8s.io events create/patch): {e}");
+        warn!("cannot publish the {reason} event (RBAC: events.k8s.io events create/patch): {e}");
     }
 }
 
