@@ -152,6 +152,59 @@ fn readme_contract_settings_match_code() {
     check_fragment("README.md", "contract-settings", &out);
 }
 
+/// README's table of the vendors' injected sidecars is the catalogue's.
+#[test]
+fn readme_catalogue_matches_code() {
+    use sexton_inject::{Catalogue, Chain, DoneWhen, may_move};
+    let code = |s: &str| format!("`{s}`");
+    let mut out = String::from(
+        "| vendor | sidecar | proof of injection | ended by (native sidecars available) | quit endpoint (`quit`) |\n|---|---|---|---|---|\n",
+    );
+    for v in Catalogue::default().vendors {
+        let names: Vec<String> = v.containers.iter().map(|p| code(&p.0)).collect();
+        let proof: Vec<String> = v.markers.iter().map(|m| code(&m.to_string())).collect();
+        let mut ended = match may_move(&v, None::<&Chain>) {
+            true => "native".to_string(),
+            false => format!(
+                "wrap: its webhook is called again and looks for it by name in `spec.containers`{}",
+                match v.webhook.done_when {
+                    DoneWhen::NameInContainers => "",
+                    _ => " or `initContainers`",
+                }
+            ),
+        };
+        if !v.init_containers.is_empty() && may_move(&v, None) {
+            let inits: Vec<String> = v.init_containers.iter().map(|p| code(&p.0)).collect();
+            ended += &format!(", after {}", inits.join(" or "));
+        }
+        if let Some(e) = &v.startup {
+            ended += &format!(", started once `:{}{}` answers", e.port, e.path);
+        }
+        if let Some(s) = &v.native_switch {
+            ended += &format!("; before its webhook ran: {}", code(&s.to_string()));
+        }
+        let quit = match &v.quit {
+            None => "none".to_string(),
+            Some(q) => {
+                let mut q_text = format!("POST `:{}{}`", q.endpoint.port, q.endpoint.path);
+                if let Some(e) = &q.enable_env {
+                    q_text += &format!(", turned on by `{}={}`", e.name, e.value);
+                } else if let Some(a) = &q.enable_annotation {
+                    q_text += &format!(", turned on by {}", code(&a.to_string()));
+                }
+                q_text
+            }
+        };
+        out += &format!(
+            "| {} | {} | {} | {ended} | {quit} |\n",
+            v.name,
+            names.join(", "),
+            proof.join(" or ")
+        );
+    }
+    check_fragment("README.md", "catalogue", &out);
+}
+
 // ---- generated fragments --------------------------------------------------------------
 
 /// Compares the fragment NAME of FILE with `want`; under SEXTON_BLESS rewrites it.
