@@ -205,6 +205,21 @@ fn readme_catalogue_matches_code() {
     check_fragment("README.md", "catalogue", &out);
 }
 
+/// The catalogue entry docs/webhook.md shows is one `--sidecar-catalogue` takes.
+#[test]
+fn the_documented_catalogue_entry_is_read_as_shown() {
+    let page = read("docs/webhook.md");
+    let section = &page[page.find("### Adding a vendor").expect("the section")..];
+    let start = section.find("```yaml\n").expect("a YAML block") + 8;
+    let yaml = &section[start..start + section[start..].find("```").unwrap()];
+    let entries: serde_json::Value = serde_saphyr::from_str(yaml).expect("YAML");
+    let c = sexton_inject::Catalogue::with_extra(&entries).expect("a catalogue entry");
+    let acme = &c.vendors[0];
+    assert_eq!(acme.name, "Acme Mesh");
+    assert!(acme.quit.as_ref().is_some_and(|q| q.urls_env.is_some() && q.enable_env.is_some()));
+    assert!(acme.native_switch.is_some() && acme.startup.is_some());
+}
+
 // ---- generated fragments --------------------------------------------------------------
 
 /// Compares the fragment NAME of FILE with `want`; under SEXTON_BLESS rewrites it.

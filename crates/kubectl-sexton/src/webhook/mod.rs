@@ -154,11 +154,11 @@ pub fn main(flags: WebhookFlags) -> Exit {
 
 /// The steps: client, certificate, endpoints, version, serve until SIGTERM.
 async fn run(flags: WebhookFlags, svc: Service) -> Exit {
-    let catalogue = match flags.catalogue.load() {
+    let client = match flags.kube.client().await {
         Ok(c) => c,
         Err(e) => return unusable(&e),
     };
-    let client = match flags.kube.client().await {
+    let catalogue = match flags.catalogue.load() {
         Ok(c) => c,
         Err(e) => return unusable(&e),
     };
