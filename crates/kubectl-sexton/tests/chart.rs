@@ -320,31 +320,59 @@ fn recognition_values_give_the_catalogue_and_take_the_rights() {
     let ns = Ns::new("recognition");
     let chart = chart();
     let extra = r#"recognition.extraVendors=[{"name":"Acme","containers":["acme-proxy"],"markers":[{"on":"label","key":"acme.example/injected"}]}]"#;
-    let out = helm(&["template", "sexton", &chart, "--namespace", &ns.0, "--set-json", extra]);
+    let out = helm(&[
+        "template",
+        "sexton",
+        &chart,
+        "--namespace",
+        &ns.0,
+        "--set-json",
+        extra,
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let yaml = text(&out.stdout);
     let objs = objects(&yaml);
     let cm = get(&objs, "ConfigMap", "sexton-sidecar-catalogue");
-    let vendors: Value = serde_json::from_str(cm["data"]["vendors.json"].as_str().unwrap()).unwrap();
-    assert!(sexton_inject::Catalogue::with_extra(&vendors).is_ok(), "{vendors}");
+    let vendors: Value =
+        serde_json::from_str(cm["data"]["vendors.json"].as_str().unwrap()).unwrap();
+    assert!(
+        sexton_inject::Catalogue::with_extra(&vendors).is_ok(),
+        "{vendors}"
+    );
     let w = get(&objs, "Deployment", "sexton-webhook");
     let args = args_of(w);
-    for a in ["--recognise=true", "--sidecar-catalogue=/etc/sexton/catalogue/vendors.json"] {
+    for a in [
+        "--recognise=true",
+        "--sidecar-catalogue=/etc/sexton/catalogue/vendors.json",
+    ] {
         assert!(args.contains(&a.to_string()), "{args:?}");
     }
     let pod = &w["spec"]["template"];
-    assert!(pod["metadata"]["annotations"]["checksum/sidecar-catalogue"].is_string(), "{pod}");
-    assert!(pod.to_string().contains("sexton-sidecar-catalogue"), "the ConfigMap is mounted");
+    assert!(
+        pod["metadata"]["annotations"]["checksum/sidecar-catalogue"].is_string(),
+        "{pod}"
+    );
+    assert!(
+        pod.to_string().contains("sexton-sidecar-catalogue"),
+        "the ConfigMap is mounted"
+    );
     dry_run(&yaml);
     // off: no catalogue, no reading of the configurations
     let objs = objects(&render(&ns.0, &["recognition.enabled=false"]));
-    assert!(args_of(get(&objs, "Deployment", "sexton-webhook")).contains(&"--recognise=false".to_string()));
+    assert!(
+        args_of(get(&objs, "Deployment", "sexton-webhook"))
+            .contains(&"--recognise=false".to_string())
+    );
     assert!(find(&objs, "ConfigMap", "sexton-sidecar-catalogue").is_none());
     let role = get(&objs, "ClusterRole", "sexton-webhook");
     assert!(!role.to_string().contains("\"list\""), "{role}");
     // a value the schema refuses is named
     let out = try_render(&ns.0, &["recognition.extraVendors[0].name=x"]);
-    assert!(!out.status.success() && text(&out.stderr).contains("recognition"), "{}", text(&out.stderr));
+    assert!(
+        !out.status.success() && text(&out.stderr).contains("recognition"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -387,8 +415,15 @@ fn secret_certificate_mode_applies_with_server_dry_run() {
         .filter(|r| r.to_string().contains("mutatingwebhookconfigurations"))
         .collect();
     assert_eq!(on_configurations.len(), 1, "{role}");
-    assert_eq!(on_configurations[0]["verbs"], json!(["list", "watch"]), "{role}");
-    assert!(on_configurations[0].get("resourceNames").is_none(), "{role}");
+    assert_eq!(
+        on_configurations[0]["verbs"],
+        json!(["list", "watch"]),
+        "{role}"
+    );
+    assert!(
+        on_configurations[0].get("resourceNames").is_none(),
+        "{role}"
+    );
     binary_accepts_the_arguments(&objs);
     dry_run(&yaml);
 }

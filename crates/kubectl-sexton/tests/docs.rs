@@ -216,7 +216,11 @@ fn the_documented_catalogue_entry_is_read_as_shown() {
     let c = sexton_inject::Catalogue::with_extra(&entries).expect("a catalogue entry");
     let acme = &c.vendors[0];
     assert_eq!(acme.name, "Acme Mesh");
-    assert!(acme.quit.as_ref().is_some_and(|q| q.urls_env.is_some() && q.enable_env.is_some()));
+    assert!(
+        acme.quit
+            .as_ref()
+            .is_some_and(|q| q.urls_env.is_some() && q.enable_env.is_some())
+    );
     assert!(acme.native_switch.is_some() && acme.startup.is_some());
 }
 

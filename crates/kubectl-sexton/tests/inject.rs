@@ -381,3 +381,67 @@ fn pod_of(job: &Value) -> Value {
         "spec": t["spec"],
     })
 }
+
+/// Whatever mechanism ends a vendor's recognised sidecar, the Pod it gives stays admissible
+/// where the Pod was: under the `restricted` Pod Security Standard, and in a namespace whose
+/// ResourceQuota makes every Pod declare cpu and memory requests and limits.
+#[test]
+fn every_mechanism_passes_restricted_and_a_quota_of_requests_and_limits() {
+    testenv();
+    let restricted = labelled_namespace(
+        "inject-mech-restricted",
+        &["pod-security.kubernetes.io/enforce=restricted"],
+    );
+    let quota = labelled_namespace("inject-mech-quota", &[]);
+    let out = kubectl(&[
+        "create",
+        "quota",
+        "compute",
+        "-n",
+        &quota,
+        "--hard=requests.cpu=4,requests.memory=4Gi,limits.cpu=4,limits.memory=4Gi",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let secure = serde_json::json!({"allowPrivilegeEscalation": false, "runAsNonRoot": true, "runAsUser": 1000,
+        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}});
+    let resources = serde_json::json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}});
+    let container = |name: &str, command: &str| {
+        serde_json::json!({"name": name, "image": "app:1", "command": [command],
+            "securityContext": secure, "resources": resources})
+    };
+    // a Job's pod as Istio's webhook leaves it (legacy mode), nothing declared
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "vendor", "annotations": {"sidecar.istio.io/status": "{}"}},
+        "spec": {"restartPolicy": "Never", "containers": [container("main", "backup"), container("istio-proxy", "pilot-agent")]}
+    });
+    for ns in [&restricted, &quota] {
+        let plain = dry_run(ns, std::slice::from_ref(&pod));
+        assert!(
+            plain.status.success(),
+            "the test's pod itself: {}",
+            text(&plain.stderr)
+        );
+    }
+    for strategy in ["native", "native-wrap", "wrap", "quit"] {
+        let out = run(
+            &["inject", "--strategy", strategy, "-f", "-"],
+            &pod.to_string(),
+        );
+        assert!(out.status.success(), "{strategy}: {}", text(&out.stderr));
+        let report = text(&out.stderr);
+        assert!(
+            report.contains("istio-proxy [Istio, injected]"),
+            "{strategy}: {report}"
+        );
+        let injected: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for ns in [&restricted, &quota] {
+            let applied = dry_run(ns, std::slice::from_ref(&injected));
+            let err = text(&applied.stderr);
+            assert!(
+                applied.status.success() && !err.contains("PodSecurity"),
+                "{strategy} in {ns}: {err}"
+            );
+        }
+    }
+}

@@ -265,7 +265,15 @@ async fn review_pod(
     match (&admission.outcome, request.dry_run) {
         (Some(Outcome::Refused(why)), false) => {
             let note = format!("pod {name}: {why}");
-            owner_event(reviewer, request, owner, EventType::Warning, "InjectRefused", &note).await;
+            owner_event(
+                reviewer,
+                request,
+                owner,
+                EventType::Warning,
+                "InjectRefused",
+                &note,
+            )
+            .await;
         }
         // the vendors' sidecars sexton recognised: which, and how they end (one note per
         // Job, whatever its Pod's name, so that the recorder counts them as one series)
@@ -275,7 +283,15 @@ async fn review_pod(
                 outcome: o.clone(),
             };
             let note = note.to_string();
-            owner_event(reviewer, request, owner, EventType::Normal, "SidecarsRecognised", &note).await;
+            owner_event(
+                reviewer,
+                request,
+                owner,
+                EventType::Normal,
+                "SidecarsRecognised",
+                &note,
+            )
+            .await;
         }
         _ => {}
     }
