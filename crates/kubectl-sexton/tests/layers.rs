@@ -1,12 +1,19 @@
-//! The floors of `kubectl-sexton`'s source, drawn from its imports (docs/architecture.md,
-//! "kubectl-sexton: the floors"), as `scripts/test.sh` checks the crates' layers with
-//! `cargo tree`. The subcommands are siblings on one shared floor (`src/shared/`):
+//! Every crate of the workspace drawn from its imports (docs/architecture.md), as
+//! `scripts/test.sh` checks the crates' layers with `cargo tree`:
+//!
+//! - in every crate, no modules import each other in a circle, file by file (a `mod.rs` and
+//!   its children included);
+//! - in every crate, no module imports the crate's root (`lib.rs`, `main.rs`): a name the
+//!   root re-exports is taken from the module that defines it, and the root defines nothing
+//!   its modules use (an arrow running back up to the top);
+//!
+//! and `kubectl-sexton`'s source stands on floors (docs/architecture.md, "kubectl-sexton:
+//! the floors"): the subcommands are siblings on one shared floor (`src/shared/`):
 //!
 //! - a subcommand (a top-level module other than `shared`) imports no other subcommand;
 //! - the shared floor imports no subcommand (no arrow running back up);
 //! - no module is more than 3 floors above the shared floor;
-//! - no modules import each other in a circle, file by file (a `mod.rs` and its children
-//!   included) and subcommand by subcommand; the scale benchmark's modules neither.
+//! - subcommands import each other in no circle.
 //!
 //! An import is any path to a module of the crate: `use` trees and paths written out in the
 //! code (`crate::...`, `super::...`, a child module's name), tests included.
@@ -15,7 +22,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
-const BENCH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/scale");
+const CRATES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// The root of each crate's module tree (each binary's and library's, and the scale
+/// benchmark's), under `crates/`.
+const ROOTS: &[&str] = &[
+    "sexton-core/src/lib.rs",
+    "sexton-inject/src/lib.rs",
+    "sexton/src/lib.rs",
+    "sexton/src/main.rs",
+    "kubectl-sexton/src/main.rs",
+    "kubectl-sexton/benches/scale/main.rs",
+    "testbed/src/lib.rs",
+];
 const FLOOR: &str = "shared";
 const MAX_FLOORS_ABOVE: usize = 3;
 
@@ -433,7 +452,7 @@ fn imports(all: &BTreeMap<ModPath, Module>) -> BTreeMap<ModPath, BTreeSet<ModPat
 
 fn name(p: &ModPath) -> String {
     if p.is_empty() {
-        "main".into()
+        "(the root)".into()
     } else {
         p.join("/")
     }
@@ -633,21 +652,51 @@ fn above_floor(u: &str, units: &BTreeMap<String, BTreeSet<String>>) -> usize {
 
 #[test]
 fn no_module_imports_another_in_a_circle() {
-    for (root, what) in [
-        (Path::new(SRC).join("main.rs"), "src"),
-        (Path::new(BENCH).join("main.rs"), "benches/scale"),
-    ] {
-        let all = modules(&root);
-        let graph = imports(&all);
-        let found: Vec<Vec<String>> = circles(&graph)
-            .iter()
-            .map(|c| c.iter().map(name).collect())
-            .collect();
-        assert!(
-            found.is_empty(),
-            "{what}: modules importing each other in a circle: {found:?}"
-        );
+    let mut found = vec![];
+    for root in ROOTS {
+        let all = modules(&Path::new(CRATES).join(root));
+        for circle in circles(&imports(&all)) {
+            let names: Vec<String> = circle.iter().map(name).collect();
+            found.push(format!("{root}: {}", names.join(" <-> ")));
+        }
     }
+    assert!(
+        found.is_empty(),
+        "modules importing each other in a circle (each reaches every other through its imports):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_module_imports_its_crate_root() {
+    let mut found = vec![];
+    for root in ROOTS {
+        let file = Path::new(CRATES).join(root);
+        let all = modules(&file);
+        for (from, path) in root_imports(&all) {
+            found.push(format!(
+                "{} takes {path} from {root}: import it from the module that defines it (move a definition the root holds into one)",
+                all[&from].file.strip_prefix(CRATES).unwrap().display()
+            ));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The modules that import the crate's root, each with the path it writes.
+fn root_imports(all: &BTreeMap<ModPath, Module>) -> Vec<(ModPath, String)> {
+    let mut out = vec![];
+    for (from, m) in all {
+        if from.is_empty() {
+            continue;
+        }
+        for (p, depth) in paths(&m.code) {
+            if target(all, from, &p, depth) == Some(vec![]) {
+                out.push((from.clone(), p.join("::")));
+            }
+        }
+    }
+    out
 }
 
 /// The checks see what they must: each rule fails on a drawing that breaks it.
@@ -685,4 +734,38 @@ fn the_checks_catch_what_they_are_for() {
     .collect();
     assert_eq!(above_floor("doctor", &stacked), 2);
     assert_eq!(above_floor("main", &stacked), 3);
+    // a module taking a name through the root's re-export, or one the root defines
+    let module = |code: &str, children: &[&str]| Module {
+        file: PathBuf::new(),
+        code: strip(code),
+        children: children.iter().map(|c| c.to_string()).collect(),
+        elsewhere: BTreeSet::new(),
+    };
+    let all: BTreeMap<ModPath, Module> = [
+        (
+            vec![],
+            module(
+                "mod a; mod b; pub use a::X; pub const Y: u8 = 0;",
+                &["a", "b"],
+            ),
+        ),
+        (
+            vec!["a".into()],
+            module("use crate::b::Z; use crate::Y;", &[]),
+        ),
+        (
+            vec!["b".into()],
+            module("pub struct Z; fn f() -> crate::X { super::a::X }", &[]),
+        ),
+    ]
+    .into();
+    let taken: Vec<String> = root_imports(&all)
+        .into_iter()
+        .map(|(from, p)| format!("{}: {p}", name(&from)))
+        .collect();
+    assert_eq!(taken, ["a: crate::Y", "b: crate::X"]);
+    assert_eq!(
+        circles(&imports(&all)),
+        vec![vec![vec![], vec!["a".to_string()], vec!["b".to_string()]]]
+    );
 }

@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 
-use crate::ANNOTATION_INJECT;
+use crate::choose::ANNOTATION_INJECT;
 use crate::entrypoint::Resolve;
 use crate::extend::{added, drop_copies, extend};
 use crate::options::{Mechanism, Options};

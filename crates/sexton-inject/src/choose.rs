@@ -3,9 +3,11 @@
 
 use serde_json::Value;
 
-use crate::ANNOTATION_INJECT;
 use crate::options::{Options, Strategy, StrategyError};
 use crate::template::Template;
+
+/// The template annotation that chooses the strategy (`native`, `wrap`, `auto`, `disabled`).
+pub const ANNOTATION_INJECT: &str = "sexton.dev/inject";
 
 /// The template's annotation `sexton.dev/inject` names no strategy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -42,7 +42,7 @@ pub use catalogue::{
     run_to_completion,
 };
 pub use chain::{Chain, may_move};
-pub use choose::virtual_kubelet;
+pub use choose::{ANNOTATION_INJECT, virtual_kubelet};
 pub use entrypoint::{ImageCommand, Resolve, Unresolved};
 pub use markers::{ENV_KRUISE_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE, kruise_marked};
 pub use options::{Mechanism, Options, Position, Strategy, StrategyError};
@@ -79,6 +79,3 @@ pub fn roles_of(pod: &mut serde_json::Value, catalogue: &Catalogue) -> Option<Ro
     .ok()
     .flatten()
 }
-
-/// The template annotation that chooses the strategy (`native`, `wrap`, `auto`, `disabled`).
-pub const ANNOTATION_INJECT: &str = "sexton.dev/inject";

@@ -2,6 +2,7 @@
 //! too) and `sexton install DIR`. Every setting is a flag mirrored by an env var; flags win.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, Command, value_parser};
@@ -25,7 +26,7 @@ death dependency died (see --dep-exit-code); 2 configuration error; 126 command 
 /// `sexton install`, `sexton quick-exit`, or the supervisor (kubexit style: anything else).
 pub fn main(args: Vec<OsString>) -> i32 {
     match args.get(1).and_then(|a| a.to_str()) {
-        Some("install") => crate::install::install(&args),
+        Some("install") => install(&args),
         Some("quick-exit") => crate::install::quick_exit(),
         _ => supervise(args),
     }
@@ -60,7 +61,19 @@ fn supervisor_command() -> Command {
     )
 }
 
-pub(crate) fn clap_error(e: clap::Error) -> i32 {
+/// `sexton install DIR`: the arguments read here, the copy made by `install.rs`.
+fn install(args: &[OsString]) -> i32 {
+    let cmd = Command::new("sexton install")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Copy this executable into DIR (an emptyDir shared with the app containers) as DIR/sexton, atomically, mode 0755.")
+        .arg(Arg::new("dir").value_name("DIR").required(true).value_parser(value_parser!(PathBuf)));
+    match cmd.try_get_matches_from(&args[1..]) {
+        Ok(m) => crate::install::install(m.get_one::<PathBuf>("dir").expect("required")),
+        Err(e) => clap_error(e),
+    }
+}
+
+fn clap_error(e: clap::Error) -> i32 {
     let _ = e.print(); // --help to a closed pipe is not an error worth an abort
     e.exit_code()
 }

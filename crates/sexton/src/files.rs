@@ -374,8 +374,6 @@ impl Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locks::{acquire_lock, lock_state, wait_lock_released};
-    use std::time::Duration;
 
     fn tempdir() -> PathBuf {
         let d = std::env::temp_dir().join(format!("sexton-files-{}", unique_suffix()));
@@ -446,44 +444,6 @@ mod tests {
         let big = File::create(d.join("big")).unwrap();
         big.set_len(128 << 20).unwrap(); // sparse: cheap to make, 128 MiB to read
         assert!(matches!(read_tombstone(&d, "big"), Lookup::Bad(m) if m.contains("larger")));
-        // a FIFO or directory at a lock path is reported, not waited on
-        nix::unistd::mkfifo(
-            CString::new(d.join(".fifo.lock").as_os_str().as_bytes())
-                .unwrap()
-                .as_c_str(),
-            nix::sys::stat::Mode::from_bits_truncate(0o644),
-        )
-        .unwrap();
-        assert!(
-            lock_state(&d, "fifo")
-                .unwrap_err()
-                .to_string()
-                .contains("FIFO")
-        );
-        assert!(wait_lock_released(&d, "fifo").is_err());
-        fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn modes_do_not_depend_on_the_umask() {
-        let d = tempdir();
-        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-        let lock = acquire_lock(&d, "main", Duration::ZERO).unwrap();
-        atomic_write(&d, "main", b"{}\n", FILE_MODE).unwrap();
-        let reserved = Reserved::new(&d, "side").unwrap();
-        reserved.commit(&d, "side", b"{}\n").unwrap();
-        let g = d.join("made");
-        ensure_graveyard(&g).unwrap();
-        nix::sys::stat::umask(old);
-        for f in [".main.lock", "main", "side"] {
-            let mode = fs::metadata(d.join(f)).unwrap().permissions().mode() & 0o7777;
-            assert_eq!(mode, FILE_MODE, "{f}");
-        }
-        assert_eq!(
-            fs::metadata(&g).unwrap().permissions().mode() & 0o7777,
-            0o1777
-        );
-        drop(lock);
         fs::remove_dir_all(&d).unwrap();
     }
 

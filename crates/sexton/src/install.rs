@@ -1,10 +1,7 @@
 //! `sexton install DIR` (the init container's step: copy this static binary into a shared
 //! emptyDir) and `sexton quick-exit` (the entrypoint of the quick-exit image).
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-
-use clap::{Arg, Command, value_parser};
+use std::path::Path;
 
 use crate::logging::{stderr_line, stdout_line};
 
@@ -18,16 +15,9 @@ pub fn quick_exit() -> i32 {
     0
 }
 
-pub fn install(args: &[OsString]) -> i32 {
-    let cmd = Command::new("sexton install")
-        .version(env!("CARGO_PKG_VERSION"))
-        .about("Copy this executable into DIR (an emptyDir shared with the app containers) as DIR/sexton, atomically, mode 0755.")
-        .arg(Arg::new("dir").value_name("DIR").required(true).value_parser(value_parser!(PathBuf)));
-    let m = match cmd.try_get_matches_from(&args[1..]) {
-        Ok(m) => m,
-        Err(e) => return crate::cli::clap_error(e),
-    };
-    let dir = m.get_one::<PathBuf>("dir").expect("required");
+/// Copies this executable to `dir/sexton` (the directory made if missing), atomically,
+/// mode 0755; the exit code.
+pub fn install(dir: &Path) -> i32 {
     if let Err(e) = std::fs::create_dir_all(dir) {
         stderr_line(&format!(
             "sexton install: cannot create {}: {e}",

@@ -11,6 +11,7 @@ pub mod files;
 pub mod install;
 pub mod locks;
 pub mod logging;
+pub mod net;
 pub mod observe;
 pub mod probe;
 pub mod process;

@@ -203,6 +203,10 @@ pub fn wait_lock_released(graveyard: &Path, name: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::{FILE_MODE, Reserved, atomic_write, ensure_graveyard};
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
     use std::path::PathBuf;
 
     fn tempdir() -> PathBuf {
@@ -219,6 +223,49 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn a_fifo_at_a_lock_path_is_reported_not_waited_on() {
+        let d = tempdir();
+        nix::unistd::mkfifo(
+            CString::new(d.join(".fifo.lock").as_os_str().as_bytes())
+                .unwrap()
+                .as_c_str(),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        assert!(
+            lock_state(&d, "fifo")
+                .unwrap_err()
+                .to_string()
+                .contains("FIFO")
+        );
+        assert!(wait_lock_released(&d, "fifo").is_err());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn modes_do_not_depend_on_the_umask() {
+        let d = tempdir();
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        let lock = acquire_lock(&d, "main", Duration::ZERO).unwrap();
+        atomic_write(&d, "main", b"{}\n", FILE_MODE).unwrap();
+        let reserved = Reserved::new(&d, "side").unwrap();
+        reserved.commit(&d, "side", b"{}\n").unwrap();
+        let g = d.join("made");
+        ensure_graveyard(&g).unwrap();
+        nix::sys::stat::umask(old);
+        for f in [".main.lock", "main", "side"] {
+            let mode = fs::metadata(d.join(f)).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, FILE_MODE, "{f}");
+        }
+        assert_eq!(
+            fs::metadata(&g).unwrap().permissions().mode() & 0o7777,
+            0o1777
+        );
+        drop(lock);
+        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

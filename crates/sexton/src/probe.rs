@@ -4,10 +4,11 @@
 //! stack or an async runtime in the in-pod binary.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-pub use sexton_core::endpoint::{HttpUrl, Probe, bracket};
+use crate::net::connect;
+use sexton_core::endpoint::bracket;
+pub use sexton_core::endpoint::{HttpUrl, Probe};
 
 /// Why a readiness check did not pass (logged while the child is not ready yet).
 #[derive(Debug, thiserror::Error)]
@@ -34,30 +35,6 @@ pub fn check(probe: &Probe, timeout: Duration) -> Result<(), NotReady> {
             Err(_) => Err(NotReady::Missing(p.clone())),
         },
     }
-}
-
-/// Resolves without DNS for literals and `localhost` (a static glibc binary cannot rely on
-/// NSS); other names go through the system resolver.
-fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
-    if host.eq_ignore_ascii_case("localhost") {
-        return Ok(vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)]);
-    }
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Ok(vec![SocketAddr::new(ip, port)]);
-    }
-    Ok((host, port).to_socket_addrs()?.collect())
-}
-
-/// A TCP connection to the first address of `host` that answers within `timeout` each.
-pub(crate) fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
-    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address"));
-    for addr in resolve(host, port)? {
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
 }
 
 /// One HTTP/1.1 request with an empty body; returns the status code. The whole exchange is

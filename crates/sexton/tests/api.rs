@@ -534,7 +534,7 @@ fn pod_ref(s: &Scenario) -> sexton_core::config::PodRef {
 /// last chunk of a chunked body), the loop resumes and still sees the dependency get ready.
 #[tokio::test(flavor = "current_thread")]
 async fn a_watch_the_server_ends_is_resumed() {
-    use sexton::api::{parse_event, watch_path};
+    use sexton::api::pod::{parse_event, watch_path};
     use sexton::events::Event;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, mpsc};
@@ -548,7 +548,7 @@ async fn a_watch_the_server_ends_is_resumed() {
             let post = move |e: Event| {
                 let _ = tx.send(e);
             };
-            sexton::api::watch_pod(&client, &pod, &stop, &post, 1)
+            sexton::api::watch::watch_pod(&client, &pod, &stop, &post, 1)
         })
     };
     let next_view = || match rx.recv_timeout(TIMEOUT) {

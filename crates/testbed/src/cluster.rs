@@ -12,7 +12,9 @@ use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::TESTENV;
+use crate::local::output_with_input;
+use crate::services::{ROOT, TESTENV, require_service};
+use crate::wait::wait_until;
 
 pub struct TestEnv {
     pub kubeconfig: PathBuf,
@@ -32,7 +34,7 @@ pub fn testenv() -> &'static TestEnv {
             .output()
             .expect("run scripts/testenv.sh");
         if !up.status.success() {
-            crate::require_service(
+            require_service(
                 "the test API server",
                 "scripts/testenv.sh up` (its first run builds it from Go modules, ~15 min); stop it with `scripts/testenv.sh down",
             );
@@ -94,7 +96,7 @@ pub fn labelled_namespace(test: &str, labels: &[&str]) -> String {
         .collect();
     let manifest = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": name, "labels": labels}});
-    let out = crate::output_with_input(
+    let out = output_with_input(
         Command::new("kubectl")
             .env("KUBECONFIG", &testenv().kubeconfig)
             .args(["create", "-f", "-"]),
@@ -137,7 +139,7 @@ pub fn wait_allowed(ns: &str, who: &str, verb: &str, resource: &str) {
         args.push(&subresource);
     }
     let mut last = String::new();
-    let allowed = crate::wait_until(std::time::Duration::from_secs(30), || {
+    let allowed = wait_until(std::time::Duration::from_secs(30), || {
         let out = kubectl(&args);
         last = format!(
             "{}{}",
@@ -156,7 +158,7 @@ pub fn wait_allowed(ns: &str, who: &str, verb: &str, resource: &str) {
 pub fn kubectl_with_input(args: &[&str], input: &[u8]) -> std::process::Output {
     let mut cmd = Command::new("kubectl");
     cmd.env("KUBECONFIG", &testenv().kubeconfig).args(args);
-    crate::output_with_input(&mut cmd, input)
+    output_with_input(&mut cmd, input)
 }
 
 /// Installs the EphemeralJob CRD (deploy/crd-ephemeraljob.yaml) and waits until the API
@@ -165,7 +167,7 @@ pub fn kubectl_with_input(args: &[&str], input: &[u8]) -> std::process::Output {
 pub fn ejob_crd() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let crd = format!("{}/deploy/crd-ephemeraljob.yaml", crate::ROOT);
+        let crd = format!("{}/deploy/crd-ephemeraljob.yaml", ROOT);
         let out = kubectl(&["apply", "--server-side", "-f", &crd]);
         assert!(
             out.status.success(),
@@ -173,7 +175,7 @@ pub fn ejob_crd() {
             String::from_utf8_lossy(&out.stderr)
         );
         let established = r#"jsonpath={.status.conditions[?(@.type=="Established")].status}"#;
-        let served = crate::wait_until(Duration::from_secs(30), || {
+        let served = wait_until(Duration::from_secs(30), || {
             let out = kubectl(&["get", "crd/ephemeraljobs.sexton.dev", "-o", established]);
             out.status.success() && out.stdout == b"True"
         });

@@ -1,5 +1,5 @@
-//! Small pieces of the local machine that several test files use: a free loopback port and
-//! `openssl` (certificates for the TLS servers under test).
+//! Small pieces of the local machine that several test files use: a free loopback port,
+//! `openssl` (certificates for the TLS servers under test), and a command fed its input.
 
 use std::net::TcpListener;
 use std::process::{Command, Output};
@@ -22,4 +22,25 @@ pub fn openssl(args: &[&str]) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Runs `cmd` with `input` on its stdin and its output captured. A program that exits
+/// without reading its input (refusing its arguments, say) is not a failure of the test:
+/// the broken pipe is ignored, and the program's own exit status tells.
+pub fn output_with_input(cmd: &mut std::process::Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the command");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    match stdin.write_all(input) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("writing stdin: {e}"),
+        _ => {}
+    }
+    drop(stdin);
+    child.wait_with_output().expect("waiting for the command")
 }

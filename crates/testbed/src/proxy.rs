@@ -14,7 +14,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::TIMEOUT;
+use crate::wait::TIMEOUT;
 
 /// `kubectl proxy` for `kubeconfig` on a free loopback port; stopped when dropped.
 pub struct KubectlProxy {

@@ -30,7 +30,7 @@ pub fn registry() -> &'static Registries {
             .output()
             .expect("run scripts/registry.sh");
         if !up.status.success() {
-            crate::require_service(
+            crate::services::require_service(
                 "the test registry",
                 "scripts/registry.sh up`; stop it with `scripts/registry.sh down",
             );

@@ -8,7 +8,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::{TIMEOUT, wait_until};
+use crate::wait::{TIMEOUT, wait_until};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 

@@ -1,6 +1,9 @@
 //! The decision machine, table-tested (`machine.rs`).
 
 use super::*;
+use crate::config::{DeathTrigger, DepExitCode};
+use crate::contract::Contract;
+use crate::tombstone::Tombstone;
 
 #[test]
 fn classify_tombstone_and_lock() {

@@ -2,14 +2,10 @@
 //! read exactly as kube-client's in-cluster configuration reads it, or (feature
 //! `kubeconfig`, local runs) a kubeconfig file.
 
+use std::io;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use rustls::RootCertStore;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-use crate::probe::bracket;
+use sexton_core::endpoint::bracket;
 
 /// Where the kubelet mounts the service account: token, ca.crt (and namespace, which
 /// sexton does not read: KUBEXIT_NAMESPACE names the pod's namespace).
@@ -22,6 +18,25 @@ pub enum Token {
     Inline(String),
     /// Read on every request: the kubelet rotates bound service account tokens in place.
     File(PathBuf),
+}
+
+/// The token file could not be read for a request.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the service account token {path}: {source}")]
+pub struct TokenError {
+    pub path: PathBuf,
+    pub source: io::Error,
+}
+
+/// Why the pod's service account cannot be used (no client: the birth deps cannot be read).
+#[derive(Debug, thiserror::Error)]
+pub enum InClusterError {
+    #[error("{0} is not set")]
+    Unset(&'static str),
+    #[error("KUBERNETES_SERVICE_PORT={0:?} is not a port number")]
+    BadPort(String),
+    #[error("{path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
 }
 
 /// One API server and the credentials for it.
@@ -53,81 +68,20 @@ impl Config {
     }
 
     /// The token for the next request (`None`: no bearer token).
-    pub fn token(&self) -> Result<Option<String>, super::http::Error> {
+    pub fn token(&self) -> Result<Option<String>, TokenError> {
         match &self.token {
             Token::None => Ok(None),
             Token::Inline(t) => Ok(Some(t.clone())),
-            Token::File(path) => std::fs::read_to_string(path).map(Some).map_err(|source| {
-                super::http::Error::Token {
-                    path: path.clone(),
-                    source,
-                }
-            }),
-        }
-    }
-
-    /// The TLS configuration: rustls with ring (no aws-lc: a C build and ~1 MB), TLS 1.2
-    /// and 1.3 (an API server speaks both).
-    pub fn tls(&self) -> Result<rustls::ClientConfig, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?;
-        let builder = if self.insecure {
-            insecure(builder, provider)?
-        } else {
-            let ca = self.ca.as_deref().ok_or(
-                "no certificate authority for the API server (a kubeconfig needs certificate-authority[-data] or insecure-skip-tls-verify)",
-            )?;
-            builder.with_root_certificates(roots(ca)?)
-        };
-        match &self.identity {
-            None => Ok(builder.with_no_client_auth()),
-            Some((cert, key)) => {
-                let certs = CertificateDer::pem_slice_iter(cert)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("client certificate: {e}"))?;
-                let key =
-                    PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("client key: {e}"))?;
-                builder
-                    .with_client_auth_cert(certs, key)
-                    .map_err(|e| format!("client certificate: {e}"))
+            Token::File(path) => {
+                std::fs::read_to_string(path)
+                    .map(Some)
+                    .map_err(|source| TokenError {
+                        path: path.clone(),
+                        source,
+                    })
             }
         }
     }
-}
-
-/// The certificates of a PEM bundle, as trust anchors.
-fn roots(pem: &[u8]) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(pem) {
-        let cert = cert.map_err(|e| format!("certificate authority: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("certificate authority: {e}"))?;
-    }
-    if roots.is_empty() {
-        return Err("certificate authority: no certificate in it".into());
-    }
-    Ok(roots)
-}
-
-#[cfg(feature = "kubeconfig")]
-fn insecure(
-    builder: rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>,
-    provider: Arc<rustls::crypto::CryptoProvider>,
-) -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>, String> {
-    Ok(builder
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(super::kubeconfig::NoVerify(provider))))
-}
-
-#[cfg(not(feature = "kubeconfig"))]
-fn insecure(
-    _: rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>,
-    _: Arc<rustls::crypto::CryptoProvider>,
-) -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>, String> {
-    Err("insecure-skip-tls-verify needs the `kubeconfig` feature".into())
 }
 
 /// The API server of in-cluster configuration, from KUBERNETES_SERVICE_HOST and
@@ -135,16 +89,14 @@ fn insecure(
 pub fn in_cluster_server(
     host: Option<String>,
     port: Option<String>,
-) -> Result<(String, u16), String> {
+) -> Result<(String, u16), InClusterError> {
     let host = host
         .filter(|h| !h.is_empty())
-        .ok_or("KUBERNETES_SERVICE_HOST is not set")?;
+        .ok_or(InClusterError::Unset("KUBERNETES_SERVICE_HOST"))?;
     let port = port
         .filter(|p| !p.is_empty())
-        .ok_or("KUBERNETES_SERVICE_PORT is not set")?;
-    let port = port
-        .parse()
-        .map_err(|_| format!("KUBERNETES_SERVICE_PORT={port:?} is not a port number"))?;
+        .ok_or(InClusterError::Unset("KUBERNETES_SERVICE_PORT"))?;
+    let port = port.parse().map_err(|_| InClusterError::BadPort(port))?;
     // (a host given with brackets would be one pair too many in the URL)
     let host = host
         .trim_start_matches('[')
@@ -155,7 +107,7 @@ pub fn in_cluster_server(
 
 /// The pod's service account: the server from the environment, the CA and the token (read
 /// again for each request) from `SERVICE_ACCOUNT`.
-pub fn in_cluster() -> Result<Config, String> {
+pub fn in_cluster() -> Result<Config, InClusterError> {
     let var = |k: &str| std::env::var(k).ok();
     let (host, port) = in_cluster_server(
         var("KUBERNETES_SERVICE_HOST"),
@@ -163,10 +115,14 @@ pub fn in_cluster() -> Result<Config, String> {
     )?;
     let dir = PathBuf::from(SERVICE_ACCOUNT);
     let ca_path = dir.join("ca.crt");
-    let ca = std::fs::read(&ca_path).map_err(|e| format!("{}: {e}", ca_path.display()))?;
+    let unreadable = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| InClusterError::Read { path, source }
+    };
+    let ca = std::fs::read(&ca_path).map_err(unreadable(&ca_path))?;
     let token = dir.join("token");
     // fail now, as kube-client did, when no token is mounted at all
-    std::fs::metadata(&token).map_err(|e| format!("{}: {e}", token.display()))?;
+    std::fs::metadata(&token).map_err(unreadable(&token))?;
     Ok(Config {
         host,
         port,
@@ -204,16 +160,19 @@ mod tests {
         assert!(
             s("", "443")
                 .unwrap_err()
+                .to_string()
                 .contains("KUBERNETES_SERVICE_HOST")
         );
         assert!(
             in_cluster_server(Some("h".into()), None)
                 .unwrap_err()
+                .to_string()
                 .contains("KUBERNETES_SERVICE_PORT is not set")
         );
         assert!(
             s("h", "https")
                 .unwrap_err()
+                .to_string()
                 .contains("KUBERNETES_SERVICE_PORT=\"https\"")
         );
         let c = Config {
@@ -227,12 +186,6 @@ mod tests {
         };
         assert_eq!(c.address(), "https://[fd00::1]:443");
         assert_eq!(c.host_header(), "[fd00::1]:443");
-        assert!(c.tls().unwrap_err().contains("no certificate authority"));
-        let c = Config {
-            ca: Some(b"not pem".to_vec()),
-            ..c
-        };
-        assert!(c.tls().unwrap_err().contains("no certificate in it"));
     }
 
     #[test]

@@ -15,7 +15,9 @@ use std::time::Duration;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConnection, StreamOwned};
 
-use super::config::Config;
+use super::config::{Config, TokenError};
+use super::tls::{TlsError, client_config};
+use crate::net;
 
 /// One line of the status line or a header: the API server's are well under 1 KiB.
 const MAX_HEAD_LINE: usize = 8 * 1024;
@@ -43,13 +45,22 @@ pub enum Error {
     Connect(io::Error),
     #[error("{0}")]
     Io(#[from] io::Error),
-    #[error("cannot read the service account token {path}: {source}")]
-    Token {
-        path: std::path::PathBuf,
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Token(#[from] TokenError),
     #[error("invalid response from the API server: {0}")]
     Protocol(String),
+}
+
+/// Why no client could be made for a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("invalid API server host {host:?}: {source}")]
+    Host {
+        host: String,
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
 }
 
 fn protocol(what: impl Into<String>) -> io::Error {
@@ -71,10 +82,13 @@ pub struct Body {
 }
 
 impl Client {
-    pub fn new(config: Config) -> Result<Client, String> {
-        let tls = Arc::new(config.tls()?);
-        let server_name = ServerName::try_from(config.host.clone())
-            .map_err(|e| format!("invalid API server host {:?}: {e}", config.host))?;
+    pub fn new(config: Config) -> Result<Client, ClientError> {
+        let tls = Arc::new(client_config(&config)?);
+        let server_name =
+            ServerName::try_from(config.host.clone()).map_err(|source| ClientError::Host {
+                host: config.host.clone(),
+                source,
+            })?;
         Ok(Client {
             config,
             tls,
@@ -109,7 +123,7 @@ impl Client {
     }
 
     fn connect(&self) -> Result<StreamOwned<ClientConnection, TcpStream>, Error> {
-        let tcp = crate::probe::connect(&self.config.host, self.config.port, CONNECT_TIMEOUT)
+        let tcp = net::connect(&self.config.host, self.config.port, CONNECT_TIMEOUT)
             .map_err(Error::Connect)?;
         tcp.set_read_timeout(Some(CONNECT_TIMEOUT))?;
         tcp.set_write_timeout(Some(CONNECT_TIMEOUT))?;

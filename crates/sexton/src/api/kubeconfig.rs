@@ -6,53 +6,110 @@
 //! the parsed document (unit-tested in every build); only the YAML parser (~1 MB) is the
 //! feature's.
 
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::config::{Config, Token};
 
+/// What makes a kubeconfig unusable for sexton's client.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    #[cfg(feature = "kubeconfig")]
+    #[error("{0}")]
+    Read(io::Error),
+    #[cfg(feature = "kubeconfig")]
+    #[error("not YAML: {0}")]
+    Yaml(serde_saphyr::Error),
+    #[error("no current-context")]
+    NoCurrentContext,
+    #[error("no {kind} {name:?} in {list}")]
+    NoEntry {
+        kind: &'static str,
+        name: String,
+        list: &'static str,
+    },
+    #[error("the current context names no cluster")]
+    NoCluster,
+    #[error("cluster {0:?} has no server")]
+    NoServer(String),
+    #[error("server {server:?}: {problem}")]
+    Server {
+        server: String,
+        problem: &'static str,
+    },
+    #[error(
+        "user.{0} is not supported by sexton's API client (use token, tokenFile or client-certificate/client-key)"
+    )]
+    Unsupported(&'static str),
+    #[error("client-certificate and client-key go together")]
+    HalfIdentity,
+    #[error("{key}-data: not base64: {source}")]
+    NotBase64 {
+        key: &'static str,
+        source: base64::DecodeError,
+    },
+    #[error("{key}: {path}: {source}")]
+    File {
+        key: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
 /// The kubeconfig at `path`, resolved.
 #[cfg(feature = "kubeconfig")]
-pub fn read(path: &Path) -> Result<Config, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let doc: Value = serde_saphyr::from_str(&text).map_err(|e| format!("not YAML: {e}"))?;
+pub fn read(path: &Path) -> Result<Config, KubeconfigError> {
+    let text = std::fs::read_to_string(path).map_err(KubeconfigError::Read)?;
+    let doc: Value = serde_saphyr::from_str(&text).map_err(KubeconfigError::Yaml)?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    resolve(&doc, dir, &|p: &Path| {
-        std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))
-    })
+    resolve(&doc, dir, &|p: &Path| std::fs::read(p))
 }
 
 /// The named entry of a list of `{name, <kind>: {...}}` (clusters, users, contexts).
-fn entry<'a>(doc: &'a Value, list: &str, kind: &str, name: &str) -> Result<&'a Value, String> {
+fn entry<'a>(
+    doc: &'a Value,
+    list: &'static str,
+    kind: &'static str,
+    name: &str,
+) -> Result<&'a Value, KubeconfigError> {
     doc[list]
         .as_array()
         .into_iter()
         .flatten()
         .find(|e| e["name"].as_str() == Some(name))
         .map(|e| &e[kind])
-        .ok_or_else(|| format!("no {kind} {name:?} in {list}"))
+        .ok_or_else(|| KubeconfigError::NoEntry {
+            kind,
+            name: name.to_string(),
+            list,
+        })
 }
 
 /// Reads a file or its inline `-data` (base64) variant; relative paths are relative to the
 /// kubeconfig's directory, as kubectl has them.
 fn file_or_data(
     section: &Value,
-    key: &str,
+    key: &'static str,
     dir: &Path,
-    read: &dyn Fn(&Path) -> Result<Vec<u8>, String>,
-) -> Result<Option<Vec<u8>>, String> {
+    read: &dyn Fn(&Path) -> io::Result<Vec<u8>>,
+) -> Result<Option<Vec<u8>>, KubeconfigError> {
     use base64::Engine;
     if let Some(data) = section[format!("{key}-data")].as_str() {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(data.trim())
-            .map_err(|e| format!("{key}-data: not base64: {e}"))?;
+            .map_err(|source| KubeconfigError::NotBase64 { key, source })?;
         return Ok(Some(bytes));
     }
     match section[key].as_str() {
-        Some(p) => read(&dir.join(p))
-            .map(Some)
-            .map_err(|e| format!("{key}: {e}")),
+        Some(p) => {
+            let path = dir.join(p);
+            match read(&path) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(source) => Err(KubeconfigError::File { key, path, source }),
+            }
+        }
         None => Ok(None),
     }
 }
@@ -61,16 +118,16 @@ fn file_or_data(
 pub fn resolve(
     doc: &Value,
     dir: &Path,
-    read: &dyn Fn(&Path) -> Result<Vec<u8>, String>,
-) -> Result<Config, String> {
+    read: &dyn Fn(&Path) -> io::Result<Vec<u8>>,
+) -> Result<Config, KubeconfigError> {
     let current = doc["current-context"]
         .as_str()
         .filter(|c| !c.is_empty())
-        .ok_or("no current-context")?;
+        .ok_or(KubeconfigError::NoCurrentContext)?;
     let context = entry(doc, "contexts", "context", current)?;
     let cluster_name = context["cluster"]
         .as_str()
-        .ok_or("the current context names no cluster")?;
+        .ok_or(KubeconfigError::NoCluster)?;
     let cluster = entry(doc, "clusters", "cluster", cluster_name)?;
     let user = match context["user"].as_str() {
         Some(u) if !u.is_empty() => entry(doc, "users", "user", u)?,
@@ -78,13 +135,11 @@ pub fn resolve(
     };
     let server = cluster["server"]
         .as_str()
-        .ok_or_else(|| format!("cluster {cluster_name:?} has no server"))?;
+        .ok_or_else(|| KubeconfigError::NoServer(cluster_name.to_string()))?;
     let (host, port, prefix) = parse_server(server)?;
     for unsupported in ["exec", "auth-provider", "username", "password"] {
         if !user[unsupported].is_null() {
-            return Err(format!(
-                "user.{unsupported} is not supported by sexton's API client (use token, tokenFile or client-certificate/client-key)"
-            ));
+            return Err(KubeconfigError::Unsupported(unsupported));
         }
     }
     let token = match (user["token"].as_str(), user["tokenFile"].as_str()) {
@@ -98,7 +153,7 @@ pub fn resolve(
     ) {
         (Some(c), Some(k)) => Some((c, k)),
         (None, None) => None,
-        _ => return Err("client-certificate and client-key go together".into()),
+        _ => return Err(KubeconfigError::HalfIdentity),
     };
     Ok(Config {
         host,
@@ -112,8 +167,11 @@ pub fn resolve(
 }
 
 /// `https://host[:port][/prefix]` (an IPv6 host in brackets).
-fn parse_server(server: &str) -> Result<(String, u16, String), String> {
-    let bad = |why: &str| format!("server {server:?}: {why}");
+fn parse_server(server: &str) -> Result<(String, u16, String), KubeconfigError> {
+    let bad = |problem| KubeconfigError::Server {
+        server: server.to_string(),
+        problem,
+    };
     let rest = server
         .strip_prefix("https://")
         .ok_or_else(|| bad("not an https:// URL"))?;
@@ -134,69 +192,17 @@ fn parse_server(server: &str) -> Result<(String, u16, String), String> {
     Ok((host.to_string(), port, prefix.to_string()))
 }
 
-/// `insecure-skip-tls-verify: true`: any server certificate is accepted (the handshake's
-/// signatures are still checked, as kubectl does).
-#[cfg(feature = "kubeconfig")]
-#[derive(Debug)]
-pub struct NoVerify(pub std::sync::Arc<rustls::crypto::CryptoProvider>);
-
-#[cfg(feature = "kubeconfig")]
-impl rustls::client::danger::ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn files(p: &Path) -> Result<Vec<u8>, String> {
+    fn files(p: &Path) -> io::Result<Vec<u8>> {
         match p.to_str().unwrap() {
             "/kc/pki/ca.crt" => Ok(b"CA".to_vec()),
             "/kc/admin.crt" => Ok(b"CERT".to_vec()),
             "/kc/admin.key" => Ok(b"KEY".to_vec()),
-            other => Err(format!("{other}: No such file")),
+            _ => Err(io::Error::new(io::ErrorKind::NotFound, "No such file")),
         }
     }
 
@@ -265,7 +271,9 @@ mod tests {
     #[test]
     fn what_cannot_be_used_is_named() {
         let err = |cluster: Value, user: Value| {
-            resolve(&doc(cluster, user), Path::new("/kc"), &files).unwrap_err()
+            resolve(&doc(cluster, user), Path::new("/kc"), &files)
+                .unwrap_err()
+                .to_string()
         };
         let ok = json!({"server": "https://h"});
         assert!(err(json!({"server": "http://h"}), json!({})).contains("not an https:// URL"));
@@ -292,9 +300,11 @@ mod tests {
             &files,
         )
         .unwrap_err();
-        assert_eq!(e, "no context \"gone\" in contexts");
+        assert_eq!(e.to_string(), "no context \"gone\" in contexts");
         assert_eq!(
-            resolve(&json!({}), Path::new("/"), &files).unwrap_err(),
+            resolve(&json!({}), Path::new("/"), &files)
+                .unwrap_err()
+                .to_string(),
             "no current-context"
         );
     }
