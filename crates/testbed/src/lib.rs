@@ -8,6 +8,8 @@
 //! - `registry`: the test container registries (`scripts/registry.sh`).
 //! - `http`: a GET of a process's health or metrics endpoint, and the metrics parsed.
 //! - `local`: a free loopback port, `openssl`.
+//! - `vendor`: stand-ins of the vendors' sidecar injectors (Istio, Vault, Datadog, ...) on
+//!   the test API server, under their real configuration names (`testenv/vendor-webhook`).
 
 mod cluster;
 mod http;
@@ -15,6 +17,7 @@ mod local;
 mod proxy;
 mod registry;
 mod scratch;
+mod vendor;
 
 pub use cluster::*;
 pub use http::*;
@@ -22,6 +25,7 @@ pub use local::*;
 pub use proxy::*;
 pub use registry::*;
 pub use scratch::*;
+pub use vendor::*;
 
 use std::time::{Duration, Instant};
 
