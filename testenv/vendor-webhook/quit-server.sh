@@ -11,6 +11,7 @@ set -u
 export VENDOR_MAIN=$$ VENDOR_QUIT_PORT="${VENDOR_QUIT_PORT:-}" VENDOR_QUIT_PATH="${VENDOR_QUIT_PATH:-}"
 
 # One connection on stdin/stdout; $1 is the port it came to.
+# shellcheck disable=SC2016  # (expanded by the handler's shell)
 handler='
 cr=$(printf "\r")
 read -r method target _ || exit 0

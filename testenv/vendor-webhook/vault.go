@@ -169,7 +169,9 @@ func vaultConfig(p *Pod, init, quit bool, port int) string {
 		"pid_file":        "/home/vault/.pid",
 		"vault":           obj{"address": "https://vault.vault.svc:8200"},
 		"template_config": obj{"exit_on_retry_failure": true},
-		"template":        templates,
+	}
+	if len(templates) > 0 {
+		config["template"] = templates
 	}
 	if quit {
 		config["listener"] = []any{obj{"type": "tcp", "address": fmt.Sprintf("127.0.0.1:%d", port),
