@@ -21,9 +21,13 @@ package main
 //     end of spec.containers (first with
 //     `consul.hashicorp.com/sidecar-proxy-hold-application-until-proxy-starts: "true"`),
 //     readiness and liveness on TCP 20000 (consul_dataplane_sidecar.go).
-//   - The lifecycle flags on consul-dataplane's arguments (-graceful-port, ...) follow the
-//     research's defaults; their spelling is a guess. The graceful port comes from
-//     `consul.hashicorp.com/sidecar-proxy-lifecycle-graceful-port` (guess of the name).
+//   - The lifecycle flags on consul-dataplane's arguments (-graceful-port=20600
+//     -shutdown-drain-listeners ..., as consul-k8s's tests expect them); the graceful port
+//     from `consul.hashicorp.com/sidecar-proxy-lifecycle-graceful-port`
+//     (constants/annotations_and_labels.go).
+//   - Not modelled: `consul.hashicorp.com/enable-consul-dataplane-as-sidecar`, a per-Pod
+//     switch found in a stored snapshot of consul-k8s (lifecycle config,
+//     EnableConsulDataplaneAsSidecar), release not verified.
 //   - Annotations: the original Pod (JSON), the consul-k8s version, transparent proxy
 //     enabled (the chart's default); labels: the status and managed-by.
 //   - failurePolicy Fail is the chart's default (guess); images and versions are guesses.
