@@ -99,6 +99,7 @@ setup() {
   need readelf || missing+=(binutils)
   [ $MODE = quick ] || need shellcheck || missing+=(shellcheck)   # (actionlint runs it)
   [ $MODE = quick ] || need chromium || missing+=(chromium)       # (the docs' screenshot, lint)
+  [ $MODE = quick ] || [ -x /bin/busybox ] || missing+=(busybox-static)   # (vendors.rs: the stand-in sidecar)
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
   # The integration tests create PID namespaces: root, or unprivileged user namespaces.
   if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
@@ -174,7 +175,7 @@ start_go_builds() {
   [ "$1" = node ] && plane+=(kubelet kube-scheduler)   # (one go build: see testenv.sh)
   # shellcheck disable=SC2016  # (expanded by the inner shell)
   bg go-builds 0 bash -c 'set -e; scripts/tools.sh actionlint
-    scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook' _ "${plane[@]}" helm
+    scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook; scripts/testenv.sh vendor-webhook' _ "${plane[@]}" helm
 }
 # The webhook benchmark's load generator (vegeta; the Go floor, a peer, only if built before):
 # needed from the bench stage on, so at priority 10.

@@ -19,6 +19,8 @@
 #                                          build; --cached: exit 1 if it is not built)
 #   scripts/testenv.sh old-webhook         build the old-style admission webhook of the webhook
 #                                          tests (testenv/old-webhook) if needed, print its path
+#   scripts/testenv.sh vendor-webhook      build the stand-ins of the vendors' sidecar injectors
+#                                          (testenv/vendor-webhook) if needed, print its path
 #
 # Settings (environment): SEXTON_TESTENV_CACHE (default ~/.cache/sexton-testenv),
 # SEXTON_TESTENV_STATE (default /tmp/sexton-testenv), SEXTON_API_PORT (16443),
@@ -209,16 +211,17 @@ case "${1:-}" in
   helm)
     if [ "${2:-}" = --cached ]; then [ -x "$CACHE/$HELM_BIN" ] || exit 1; else build helm; fi
     echo "$CACHE/$HELM_BIN" ;;
-  old-webhook)
-    # cached by the contents of its recipe, so an edit rebuilds it
-    key=$(cat "$ROOT/testenv/old-webhook/main.go" "$ROOT/testenv/old-webhook/go.mod" | sha256sum | cut -c1-12)
-    bin="$CACHE_ROOT/old-webhook/$key/old-webhook"
+  old-webhook|vendor-webhook)
+    # cached by the contents of its recipe (its Go files and go.mod), so an edit rebuilds it
+    src="$ROOT/testenv/$1"
+    key=$(cat "$src"/*.go "$src/go.mod" | sha256sum | cut -c1-12)
+    bin="$CACHE_ROOT/$1/$key/$1"
     if [ ! -x "$bin" ]; then
       mkdir -p "$(dirname "$bin")"
-      (cd "$ROOT/testenv/old-webhook" && GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0 \
-        go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" -o "$bin.tmp" .) >&2
-      mv "$bin.tmp" "$bin"
+      (cd "$src" && GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0 \
+        go build -trimpath -gcflags "$GO_GCFLAGS" -ldflags "-s -w" -o "$bin.tmp.$$" .) >&2
+      mv "$bin.tmp.$$" "$bin"
     fi
     echo "$bin" ;;
-  *) echo "usage: $0 up|down|env|build|status|restart-apiserver|kubectl-dir|helm|old-webhook" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|build|status|restart-apiserver|kubectl-dir|helm|old-webhook|vendor-webhook" >&2; exit 2 ;;
 esac

@@ -11,6 +11,8 @@
 //! - `services`: where the services come from (`scripts/`), and the end of a test process
 //!   that finds one missing.
 //! - `wait`: bounded waits (`wait_until`, `TIMEOUT`, `slowdown`).
+//! - `vendor`: stand-ins of the vendors' sidecar injectors (Istio, Vault, Datadog, ...) on
+//!   the test API server, under their real configuration names (`testenv/vendor-webhook`).
 
 mod cluster;
 mod http;
@@ -19,6 +21,7 @@ mod proxy;
 mod registry;
 mod scratch;
 mod services;
+mod vendor;
 mod wait;
 
 pub use cluster::*;
@@ -28,4 +31,5 @@ pub use proxy::*;
 pub use registry::*;
 pub use scratch::*;
 pub use services::*;
+pub use vendor::*;
 pub use wait::*;
