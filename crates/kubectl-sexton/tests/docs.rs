@@ -163,9 +163,10 @@ fn readme_catalogue_matches_code() {
     for v in Catalogue::default().vendors {
         let names: Vec<String> = v.containers.iter().map(|p| code(&p.0)).collect();
         let proof: Vec<String> = v.markers.iter().map(|m| code(&m.to_string())).collect();
-        let mut ended = match may_move(&v, None::<&Chain>) {
-            true => "native".to_string(),
-            false => format!(
+        let mut ended = match (may_move(&v, None::<&Chain>), &v.keep_in_containers) {
+            (true, _) => "native".to_string(),
+            (false, Some(why)) => format!("wrap: {why}"),
+            (false, None) => format!(
                 "wrap: its webhook is called again and looks for it by name in `spec.containers`{}",
                 match v.webhook.done_when {
                     DoneWhen::NameInContainers => "",

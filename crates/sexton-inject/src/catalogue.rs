@@ -28,7 +28,8 @@
 //!   listener port 8200).
 //! - Consul: hashicorp/consul-k8s charts/consul/templates/
 //!   connect-inject-mutatingwebhookconfiguration.yaml, control-plane constants
-//!   (`KeyInjectStatus`, `DefaultGracefulPort` 20600, `/graceful_shutdown`).
+//!   (`KeyInjectStatus`, `DefaultGracefulPort` 20600, `/graceful_shutdown`,
+//!   `AnnotationSidecarProxyLifecycleGracefulPort`).
 //! - Dapr: docs.dapr.io kubernetes-job and shutdown_api pages, dapr/dapr charts
 //!   dapr_sidecar_injector_webhook_config.yaml, pkg/injector (`dapr.io/sidecar-injected`).
 //! - Datadog: DataDog/datadog-agent pkg/clusteragent/admission/mutate/agent_sidecar
@@ -38,7 +39,7 @@
 //!   internal/workload (names.go: `csql-` prefix; podspec_updates.go: annotation
 //!   `cloudsql.cloud.google.com/<workload>`, `CSQL_PROXY_QUIT_URLS`, admin port 9091).
 //! - Kuma: kumahq/kuma pkg/plugins/runtime/k8s/metadata (`kuma.io/sidecar-injected`),
-//!   app/cni (`kuma-sidecar`, `kuma-init`).
+//!   app/cni (`kuma-sidecar`, `kuma-init`), the injector's `needInject` (by container name).
 //! - OpenTelemetry operator: open-telemetry/opentelemetry-operator pkg/sidecar/pod.go
 //!   (`otc-container`, label `sidecar.opentelemetry.io/injected`).
 //!
@@ -233,6 +234,10 @@ pub struct Vendor {
     pub native_switch: Option<Marker>,
     #[serde(default)]
     pub webhook: Registration,
+    /// Why the sidecar must stay in `spec.containers` whatever the webhook order, if it must
+    /// (the Cloud SQL operator's Pod controller looks for its proxy there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_in_containers: Option<String>,
 }
 
 impl Vendor {
@@ -422,11 +427,14 @@ pub fn builtin() -> Vec<Vendor> {
                 ..quit(15020, "/quitquitquit")
             }),
             native_switch: Some(ann("sidecar.istio.io/nativeSidecar", Some("true"))),
+            // (called again, it applies its template anew and merges its containers by name
+            // into spec.containers: a moved proxy is added a second time)
             webhook: registration(
                 &["istio-sidecar-injector*", "istio-revision-tag-*"],
                 Never,
-                Marker,
+                NameInContainers,
             ),
+            keep_in_containers: None,
         },
         Vendor {
             name: "Linkerd".into(),
@@ -460,6 +468,7 @@ pub fn builtin() -> Vec<Vendor> {
                 Never,
                 NameInEitherList,
             ),
+            keep_in_containers: None,
         },
         Vendor {
             name: "Vault Agent".into(),
@@ -482,6 +491,7 @@ pub fn builtin() -> Vec<Vendor> {
                 Never,
                 Marker,
             ),
+            keep_in_containers: None,
         },
         Vendor {
             name: "Consul".into(),
@@ -500,7 +510,9 @@ pub fn builtin() -> Vec<Vendor> {
             triggers: vec![ann("consul.hashicorp.com/connect-inject", Some("true"))],
             startup: None,
             quit: Some(Quit {
-                port_annotation: Some("consul.hashicorp.com/proxy-lifecycle-graceful-port".into()),
+                port_annotation: Some(
+                    "consul.hashicorp.com/sidecar-proxy-lifecycle-graceful-port".into(),
+                ),
                 ..quit(20600, "/graceful_shutdown")
             }),
             native_switch: None, // not released (consul-k8s#3919)
@@ -509,6 +521,7 @@ pub fn builtin() -> Vec<Vendor> {
                 Never,
                 Marker,
             ),
+            keep_in_containers: None,
         },
         Vendor {
             name: "Dapr".into(),
@@ -524,8 +537,9 @@ pub fn builtin() -> Vec<Vendor> {
                 ..quit(3500, "/v1.0/shutdown")
             }),
             native_switch: None, // not released (dapr/dapr#9422)
-            // (its re-check is not verified: taken to be by name)
+            // (its injector looks for `daprd` in spec.containers)
             webhook: registration(&["dapr-sidecar-injector"], Never, NameInContainers),
+            keep_in_containers: None,
         },
         Vendor {
             name: "Datadog Agent".into(),
@@ -538,6 +552,7 @@ pub fn builtin() -> Vec<Vendor> {
             quit: None,
             native_switch: None,
             webhook: registration(&["datadog-webhook"], IfNeeded, NameInContainers),
+            keep_in_containers: None,
         },
         Vendor {
             name: "Cloud SQL Auth Proxy".into(),
@@ -551,11 +566,15 @@ pub fn builtin() -> Vec<Vendor> {
                 ..quit(9091, "/quitquitquit")
             }),
             native_switch: None, // the operator's own: AuthProxyWorkload spec.sidecarType
-            // (the configuration's final name is the operator's kustomize prefix: not verified)
+            // (mutating-core-webhook-configuration with the namePrefix of the operator's
+            // config/default kustomization, which builds its release manifest)
             webhook: registration(
                 &["*mutating-core-webhook-configuration"],
                 Never,
                 NameInContainers,
+            ),
+            keep_in_containers: Some(
+                "the Cloud SQL operator's Pod controller looks for its proxy in spec.containers (and deletes a failing Pod that lacks it); its own native mode is the AuthProxyWorkload's spec.sidecarType".into(),
             ),
         },
         Vendor {
@@ -573,8 +592,10 @@ pub fn builtin() -> Vec<Vendor> {
             webhook: registration(
                 &["kuma-admission-mutating-webhook-configuration"],
                 Never,
-                Marker,
+                // (its injector looks for `kuma-sidecar` in spec.containers)
+                NameInContainers,
             ),
+            keep_in_containers: None,
         },
         Vendor {
             name: "OpenTelemetry Collector".into(),
@@ -591,6 +612,7 @@ pub fn builtin() -> Vec<Vendor> {
                 Never,
                 NameInContainers,
             ),
+            keep_in_containers: None,
         },
     ]
 }

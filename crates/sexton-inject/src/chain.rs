@@ -132,12 +132,16 @@ fn sees_pod_creation(hook: &Value) -> bool {
     })
 }
 
-/// Whether sexton may move `vendor`'s sidecar out of `spec.containers`: not when the vendor's
+/// Whether sexton may move `vendor`'s sidecar out of `spec.containers`: never where the
+/// catalogue says it must stay there (`keep_in_containers`), and not when the vendor's
 /// webhook will be called again after sexton changed the Pod and then looks for its sidecar
 /// by name in `spec.containers` alone (it would add it a second time, and the API server
 /// refuses a Pod with two containers of one name). The cluster's registration (`chain`,
 /// where it could be read) wins over the vendor's default.
 pub fn may_move(vendor: &Vendor, chain: Option<&Chain>) -> bool {
+    if vendor.keep_in_containers.is_some() {
+        return false;
+    }
     let reinvoked = chain
         .and_then(|c| c.reinvocation_of(vendor))
         .unwrap_or(vendor.webhook.reinvocation);

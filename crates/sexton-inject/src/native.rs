@@ -81,6 +81,9 @@ pub fn injected_again(s: &str, opts: &Options) -> Option<String> {
     if may_move(vendor, opts.chain.as_deref()) {
         return None;
     }
+    if let Some(why) = &vendor.keep_in_containers {
+        return Some(format!("sidecar {s:?} stays in spec.containers: {why}"));
+    }
     Some(format!(
         "sidecar {s:?} stays in spec.containers: {}'s webhook ({}) is called again after sexton's (reinvocationPolicy IfNeeded) and looks for it there by name, so moved it would be added a second time and the Pod refused",
         vendor.name,
