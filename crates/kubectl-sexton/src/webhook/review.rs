@@ -414,10 +414,13 @@ fn log(request: &Request, pod: &str, outcome: &Option<Outcome>, warnings: &[Stri
             mechanism,
             sidecars,
             recognised,
+            note,
             ..
         }) => {
             let vendors: Vec<&str> = recognised.iter().map(|r| r.vendor.as_str()).collect();
-            info!(pod, %mechanism, ?sidecars, ?vendors, dry_run = request.dry_run, "injected")
+            // (the note says why `auto` did not take an earlier mechanism)
+            let note = note.as_deref().map(|n| escaped(n, 1024));
+            info!(pod, %mechanism, ?sidecars, ?vendors, ?note, dry_run = request.dry_run, "injected")
         }
         Some(Outcome::Refused(why)) => warn!(
             pod,
