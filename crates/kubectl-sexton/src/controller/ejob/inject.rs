@@ -58,31 +58,16 @@ pub async fn inject_all(
         }
     };
     let api: Api<Pod> = ctx.api(job);
-    let by_name: HashMap<&str, &Arc<Pod>> = pods
+    let by_name: HashMap<&str, &Pod> = pods
         .iter()
-        .filter_map(|x| Some((x.metadata.name.as_deref()?, x)))
+        .filter_map(|x| Some((x.metadata.name.as_deref()?, &**x)))
         .collect();
     let names = std::mem::take(&mut p.inject);
-    let calls = names.iter().cloned().map(|name| {
+    let attempts = names.iter().cloned().map(|name| {
         let pod = by_name.get(name.as_str()).copied();
-        let rv = pod.and_then(|x| x.metadata.resource_version.clone());
-        let full = pod.and_then(|x| ctx.policy.pod_refusal(x, job));
-        let (api, who) = (&api, &who);
-        async move {
-            let outcome = match full {
-                Some(message) => Err(InjectFailure::Refused {
-                    pod: name.clone(),
-                    message,
-                }),
-                None => match requester_may_inject(job, ctx, who, &name).await {
-                    Ok(()) => inject(job, ctx, api, &name, rv).await,
-                    Err(refusal) => Err(refusal),
-                },
-            };
-            (name, outcome)
-        }
+        attempt(job, ctx, &api, &who, name, pod)
     });
-    let mut outcomes = stream::iter(calls).buffer_unordered(INJECT_CONCURRENCY);
+    let mut outcomes = stream::iter(attempts).buffer_unordered(INJECT_CONCURRENCY);
     let mut injected = vec![];
     let mut result = Ok(());
     while let Some((name, outcome)) = outcomes.next().await {
@@ -109,6 +94,30 @@ pub async fn inject_all(
     report::injected(job, ctx, &injected).await;
     p.inject = names;
     result
+}
+
+/// One pod of the batch (`pod`: as the cache has it): refused when it holds its share of
+/// ephemeral containers already or the requester may not inject into it, else injected.
+async fn attempt(
+    job: &EphemeralJob,
+    ctx: &Ctx,
+    api: &Api<Pod>,
+    who: &Requester,
+    name: String,
+    pod: Option<&Pod>,
+) -> (String, Result<Injected, InjectFailure>) {
+    let rv = pod.and_then(|x| x.metadata.resource_version.clone());
+    let outcome = match pod.and_then(|x| ctx.policy.pod_refusal(x, job)) {
+        Some(message) => Err(InjectFailure::Refused {
+            pod: name.clone(),
+            message,
+        }),
+        None => match requester_may_inject(job, ctx, who, &name).await {
+            Ok(()) => inject(job, ctx, api, &name, rv).await,
+            Err(refusal) => Err(refusal),
+        },
+    };
+    (name, outcome)
 }
 
 /// The requester the job acts for, if the admin's policy allows its template and the
