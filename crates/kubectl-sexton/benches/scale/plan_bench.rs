@@ -166,7 +166,7 @@ pub fn rows(o: &Opts) -> Vec<Row> {
             inject,
         });
         // What the reconciler does next with a plan of `n` targets (inject_all in
-        // reconcile.rs): a map of the namespace's pods by name, then each planned pod's
+        // inject.rs): a map of the namespace's pods by name, then each planned pod's
         // resourceVersion from it. Replicated here to time it; not the pure function.
         let j = job(n as i32, 0);
         let p = plan(&j, &fresh, &now);

@@ -240,10 +240,18 @@ mod tests {
         flags: Flags,
     }
 
-    fn parse(args: &[&str]) -> Result<Opts, String> {
-        let cli = Cli::try_parse_from(std::iter::once("controller").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
-        cli.flags.validate().map_err(|e| e.to_string())
+    /// Why the flags were refused: by clap, or by `validate`.
+    #[derive(Debug, thiserror::Error)]
+    enum Refused {
+        #[error(transparent)]
+        Clap(#[from] clap::Error),
+        #[error(transparent)]
+        Invalid(#[from] GraceTooLong),
+    }
+
+    fn parse(args: &[&str]) -> Result<Opts, Refused> {
+        let cli = Cli::try_parse_from(std::iter::once("controller").chain(args.iter().copied()))?;
+        Ok(cli.flags.validate()?)
     }
 
     #[test]
@@ -257,7 +265,9 @@ mod tests {
             o.controllers,
             [Which::EphemeralJob, Which::SidecarTerminator]
         );
-        let e = parse(&["--controllers", "sidecar-terminator,nope"]).unwrap_err();
+        let e = parse(&["--controllers", "sidecar-terminator,nope"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--controllers") && e.contains("nope"), "{e}");
     }
 
@@ -279,7 +289,7 @@ mod tests {
                 "shorter than --leader-elect-lease-duration=15s",
             ),
         ] {
-            let e = parse(&args).unwrap_err();
+            let e = parse(&args).unwrap_err().to_string();
             assert!(e.contains(needle), "{args:?}: {e}");
         }
     }
@@ -303,6 +313,7 @@ mod tests {
         assert!(
             parse(&["--log-format", "xml"])
                 .unwrap_err()
+                .to_string()
                 .contains("--log-format")
         );
     }

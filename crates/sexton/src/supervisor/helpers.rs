@@ -33,7 +33,7 @@ impl Supervisor {
         }
         #[cfg(not(feature = "api"))]
         {
-            let _ = pod;
+            let _ = (pod, &self.settings.kubeconfig); // (what the API watch would read)
             Err(SetupError::NoApiFeature)
         }
     }

@@ -1,22 +1,34 @@
 //! The EphemeralJob controller: runs ephemeral containers, in batches, in the running pods a
-//! label selector picks. The pure planning step (`plan.rs`) and the reconciler
-//! (`reconcile.rs`); the resource itself is the shared floor's (`shared/ephemeraljob`). This
-//! is its wiring into the process: kube-runtime's `Controller` over its own watch of jobs,
-//! woken by the changes of the shared pod feed that concern them.
+//! label selector picks. Pure: the planning step (`plan.rs`), the status arithmetic of its
+//! outcomes (`settle.rs`), the failures' classes (`failure.rs`), the admin's policy
+//! (`policy.rs`). Acting: the reconciler's steps (`reconcile.rs`) over the job's TTL
+//! (`ttl.rs`), the injection (`inject.rs`), the requester checks (`requester.rs`, with
+//! `access.rs`, `stamp_guard.rs` and their answers kept briefly, `fresh.rs`) and what people
+//! are told (`report.rs`), all given a `Ctx` (`ctx.rs`). The resource itself is the shared
+//! floor's (`shared/ephemeraljob`). This is its wiring into the process: kube-runtime's
+//! `Controller` over its own watch of jobs, woken by the changes of the shared pod feed that
+//! concern them.
 
 mod access;
+mod ctx;
+mod failure;
 mod fresh;
+mod inject;
 mod plan;
 pub mod policy;
 mod reconcile;
+mod report;
+mod requester;
+mod settle;
 mod stamp_guard;
+mod ttl;
 
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use tracing::warn;
 
@@ -27,7 +39,9 @@ use super::parts::{GRACE, Parts, Run};
 use super::watch::{self, PodEvent, PodFeed, changed_pods};
 use crate::shared::ephemeraljob::{EphemeralJob, EphemeralJobSpec, EphemeralJobTemplate};
 use crate::shared::pod::Pod;
-use reconcile::{CONTROLLER, Ctx, error_policy, jobs_of_pod, reconcile};
+use ctx::{CONTROLLER, Ctx};
+use plan::selector_matches;
+use reconcile::{error_policy, reconcile};
 
 /// The EphemeralJob controller: its own watch of jobs, woken by the pods they select.
 pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed) -> Run {
@@ -82,6 +96,26 @@ pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed)
         parts.stopped(),
         GRACE,
     ))
+}
+
+/// The jobs a pod change may concern: those of its namespace that select it, or that have
+/// containers waiting or running (the pod may hold them).
+pub fn jobs_of_pod(
+    jobs: Store<EphemeralJob>,
+) -> impl Fn(Arc<Pod>) -> Vec<ObjectRef<EphemeralJob>> + Send + Sync + 'static {
+    move |pod| {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        jobs.state()
+            .into_iter()
+            .filter(|j| {
+                j.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && (selector_matches(&j.spec.selector, &labels)
+                        || j.status.as_ref().is_some_and(|s| s.running + s.waiting > 0))
+            })
+            .map(|j| ObjectRef::from_obj(&*j))
+            .collect()
+    }
 }
 
 /// A job with only its metadata (what a deletion of an undecodable job removes).

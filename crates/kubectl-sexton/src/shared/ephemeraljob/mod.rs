@@ -9,7 +9,7 @@ mod targets;
 mod types;
 
 pub use crd::crd_yaml;
-pub use requester::{ANNOTATION_REQUESTER, Requester};
+pub use requester::{ANNOTATION_REQUESTER, Requester, RequesterError};
 #[cfg(test)]
 pub use targets::is_ours;
 pub use targets::{Relation, pod_active, relation, result, target_state};

@@ -14,6 +14,28 @@ use k8s_openapi::api::authentication::v1::UserInfo;
 
 pub const ANNOTATION_REQUESTER: &str = "sexton.dev/requester";
 
+/// What is wrong with a stamp.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StampError {
+    #[error("more than one user= line, or an empty one")]
+    User,
+    #[error("extra line without KEY=VALUE: {0:?}")]
+    Extra(String),
+    #[error("unknown line {0:?}")]
+    Unknown(String),
+    #[error("no user= line")]
+    NoUser,
+}
+
+/// Why a job's requester cannot be known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequesterError {
+    #[error("it has no annotation {annotation}", annotation = ANNOTATION_REQUESTER)]
+    NoStamp,
+    #[error("its annotation {annotation} is malformed: {0}", annotation = ANNOTATION_REQUESTER)]
+    Malformed(#[source] StampError),
+}
+
 /// The identity the controller acts for (what a SubjectAccessReview asks about).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Requester {
@@ -45,7 +67,7 @@ impl Requester {
     }
 
     /// Reads a stamp; the error says what is wrong with it.
-    pub fn parse(stamp: &str) -> Result<Self, String> {
+    pub fn parse(stamp: &str) -> Result<Self, StampError> {
         let mut r = Requester::default();
         let mut user = None;
         // (split at '\n' alone, as the policy's CEL does: `lines()` would also drop a '\r',
@@ -53,26 +75,25 @@ impl Requester {
         for line in stamp.split('\n') {
             match line.split_once('=') {
                 Some(("user", u)) if user.is_none() && !u.is_empty() => user = Some(u.to_string()),
-                Some(("user", _)) => return Err("more than one user= line, or an empty one".into()),
+                Some(("user", _)) => return Err(StampError::User),
                 Some(("uid", u)) if r.uid.is_none() => r.uid = Some(u.to_string()),
                 Some(("group", g)) => r.groups.push(g.to_string()),
                 Some(("extra", kv)) => match kv.split_once('=') {
                     Some((k, v)) => r.extra.entry(k.into()).or_default().push(v.into()),
-                    None => return Err(format!("extra line without KEY=VALUE: {line:?}")),
+                    None => return Err(StampError::Extra(line.to_string())),
                 },
-                _ => return Err(format!("unknown line {line:?}")),
+                _ => return Err(StampError::Unknown(line.to_string())),
             }
         }
-        r.user = user.ok_or("no user= line")?;
+        r.user = user.ok_or(StampError::NoUser)?;
         Ok(r)
     }
 
     /// The user who created `job`, or why it cannot be known.
-    pub fn of(annotations: Option<&BTreeMap<String, String>>) -> Result<Self, String> {
+    pub fn of(annotations: Option<&BTreeMap<String, String>>) -> Result<Self, RequesterError> {
         match annotations.and_then(|a| a.get(ANNOTATION_REQUESTER)) {
-            None => Err(format!("it has no annotation {ANNOTATION_REQUESTER}")),
-            Some(s) => Self::parse(s)
-                .map_err(|e| format!("its annotation {ANNOTATION_REQUESTER} is malformed: {e}")),
+            None => Err(RequesterError::NoStamp),
+            Some(s) => Self::parse(s).map_err(RequesterError::Malformed),
         }
     }
 }
@@ -100,17 +121,20 @@ mod tests {
         assert!(
             Requester::parse("group=devs")
                 .unwrap_err()
+                .to_string()
                 .contains("user=")
         );
         assert!(Requester::parse("user=a\nuser=b").is_err());
         assert!(
             Requester::parse("user=a\nroot")
                 .unwrap_err()
+                .to_string()
                 .contains("root")
         );
         assert!(
             Requester::of(None)
                 .unwrap_err()
+                .to_string()
                 .contains(ANNOTATION_REQUESTER)
         );
     }
