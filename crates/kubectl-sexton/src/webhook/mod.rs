@@ -11,6 +11,7 @@
 mod answer;
 mod certs;
 mod chain;
+mod events;
 mod limits;
 mod metrics;
 mod requester;
