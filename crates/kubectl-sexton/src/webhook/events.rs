@@ -3,14 +3,13 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::DynamicObject;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::{Event, EventType, Recorder};
 use serde::Deserialize;
 use serde_json::Value;
 use tracing::{debug, warn};
 
 use super::answer::Request;
 use super::limits::escaped;
-use super::review::Reviewer;
 
 /// The Pod's first owner, which a refusal's Event is about (read before the Pod is given
 /// to the injection; `None` if it has none, or none that reads as an owner reference).
@@ -25,7 +24,8 @@ pub fn refusal_owner(pod: &Value) -> Option<OwnerReference> {
 /// cannot put Events on other objects), and with the text escaped and bounded. A bare Pod
 /// gets none: the warning reaches its creator.
 pub async fn owner_event(
-    reviewer: &Reviewer,
+    client: &kube::Client,
+    recorder: &Recorder,
     request: &Request,
     owner: Option<OwnerReference>,
     type_: EventType,
@@ -35,7 +35,7 @@ pub async fn owner_event(
     let (Some(namespace), Some(owner)) = (request.namespace.clone(), owner) else {
         return;
     };
-    if !owner_exists(&reviewer.client, &namespace, &owner).await {
+    if !owner_exists(client, &namespace, &owner).await {
         debug!(
             owner = escaped(&owner.name, 256),
             "no event: the owner is not one that exists in the namespace"
@@ -57,7 +57,7 @@ pub async fn owner_event(
         action: "Inject".into(),
         secondary: None,
     };
-    if let Err(e) = reviewer.recorder.publish(&event, &regarding).await {
+    if let Err(e) = recorder.publish(&event, &regarding).await {
         warn!("cannot publish the {reason} event (RBAC: events.k8s.io events create/patch): {e}");
     }
 }

@@ -264,7 +264,8 @@ async fn review_pod(
         (Some(Outcome::Refused(why)), false) => {
             let note = format!("pod {name}: {why}");
             owner_event(
-                reviewer,
+                &reviewer.client,
+                &reviewer.recorder,
                 request,
                 owner,
                 EventType::Warning,
@@ -282,7 +283,8 @@ async fn review_pod(
             };
             let note = note.to_string();
             owner_event(
-                reviewer,
+                &reviewer.client,
+                &reviewer.recorder,
                 request,
                 owner,
                 EventType::Normal,

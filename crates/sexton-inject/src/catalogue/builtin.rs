@@ -1,6 +1,6 @@
 //! The built-in vendors (the sources are named in the catalogue's module doc).
 
-use super::{
+use super::vendor::{
     DoneWhen, Endpoint, Env, Marker, On, Pattern, Quit, Registration, Reinvocation, Vendor,
 };
 
