@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A single-node cluster on this machine for end-to-end tests: the test control plane
-# (scripts/testenv.sh: etcd, kube-apiserver, kube-controller-manager) plus kube-scheduler,
-# containerd + runc (Debian packages) and a kubelet built from the same k8s.io/kubernetes
-# release. No image can be pulled: the images are built here and imported into containerd:
+# (scripts/testenv.sh: etcd, kube-apiserver, kube-controller-manager) plus kube-scheduler
+# and a kubelet built from the same k8s.io/kubernetes release, and containerd 2.x (with its
+# runc shim and ctr) built from its Go module in the same go build (testenv/go.mod), with
+# Debian's runc. No image can be pulled: the images are built here and imported into containerd:
 #   ghcr.io/sexton-dev/sexton:VERSION (and -slim), sexton-quick-exit:VERSION,
 #   kubectl-sexton:VERSION       the images that ship, built by scripts/images.sh (both
 #                                platforms; the same digests), and tagged for the e2e
@@ -20,6 +21,7 @@
 #   scripts/e2e-cluster.sh status  say whether the node is up (exit 1 if not)
 #   scripts/e2e-cluster.sh down    stop what up started, check that no containerd shim is
 #                                  left, remove the state (the test control plane stays)
+#   scripts/e2e-cluster.sh ctr ARGS...  the node's ctr, on its containerd (ctr --address ...)
 #
 # Settings (environment): SEXTON_E2E_STATE (default /tmp/sexton-e2e); those of
 # scripts/testenv.sh (SEXTON_TESTENV_STATE, SEXTON_API_PORT, ...). Needs root. Helpers shared
@@ -56,7 +58,6 @@ export KUBECONFIG="$TESTENV_STATE/admin.kubeconfig"
 
 need_packages() {
   local missing=()
-  command -v containerd >/dev/null || missing+=(containerd)
   command -v runc >/dev/null || missing+=(runc)
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   [ -x /bin/busybox ] || missing+=(busybox-static)
@@ -112,7 +113,7 @@ fixture_image() {
   "${b[@]}" push --quiet "$id" "docker-archive:$dir.tar:$ref"
   "${b[@]}" rm "$c" >/dev/null
   "${b[@]}" rmi "$id" >/dev/null
-  ctr --address "$SOCK" -n k8s.io images import "$dir.tar" >/dev/null
+  node_ctr -n k8s.io images import "$dir.tar" >/dev/null
 }
 
 # The images sexton ships, as scripts/images.sh builds them (it rebuilds what changed): each
@@ -124,12 +125,12 @@ shipped_images() {
   "$ROOT/scripts/images.sh" >&2
   local dir tag ref want got
   while read -r dir tag ref want; do
-    tar -C "$dir" -cf - . | ctr --address "$SOCK" -n k8s.io images import --all-platforms --digests \
+    tar -C "$dir" -cf - . | node_ctr -n k8s.io images import --all-platforms --digests \
       --base-name "${ref%:*}" - >/dev/null
     got=$(node_digest "$ref")
     [ "$got" = "$want" ] || die "$ref: the node has ${got:-nothing}, target/images has $want"
     case $tag in *-slim) continue ;; esac
-    ctr --address "$SOCK" -n k8s.io images tag --force "$ref" "docker.io/library/$(basename "$dir"):e2e" >/dev/null
+    node_ctr -n k8s.io images tag --force "$ref" "docker.io/library/$(basename "$dir"):e2e" >/dev/null
     got=$(node_digest "docker.io/library/$(basename "$dir"):e2e")
     [ "$got" = "$want" ] || die "$(basename "$dir"):e2e: the node has ${got:-nothing}, target/images has $want"
   done < <("$ROOT/scripts/images.sh" refs)
@@ -137,7 +138,7 @@ shipped_images() {
 
 # node_digest REF: the digest containerd has for REF (empty if none)
 node_digest() {
-  ctr --address "$SOCK" -n k8s.io images ls "name==$1" | awk 'NR == 2 {print $3}'
+  node_ctr -n k8s.io images ls "name==$1" | awk 'NR == 2 {print $3}'
 }
 
 # The node's address. The API server calls the kubelet (logs, exec) at the node's
@@ -153,26 +154,32 @@ node_address() {
 
 containerd_up() {
   if alive containerd; then
-    wait_for containerd 30 ctr --address "$SOCK" version
+    wait_for containerd 30 node_ctr version
     return 0
   fi
   mkdir -p "$E2E/cni"
+  # (version 4: containerd 2.4's own, which it would otherwise migrate to at each start; the
+  # CRI is split into the images and runtime plugins. No imports: the machine's
+  # /etc/containerd/conf.d, containerd's default, is not this node's)
   cat > "$E2E/containerd.toml" <<EOF
-version = 2
+version = 4
+imports = []
 root = "$E2E/containerd/root"
 state = "$E2E/containerd/state"
 [grpc]
   address = "$SOCK"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.10"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "native"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "registry.k8s.io/pause:3.10"
+[plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "native"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$E2E/cni"
 EOF
   cat > "$E2E/cni/10-sexton.conflist" <<EOF
@@ -182,9 +189,10 @@ EOF
   {"type": "loopback"}
 ]}
 EOF
-  # under a reaper: the shims it starts are adopted and reaped by it (see lib.sh)
-  spawn_reaped containerd containerd --config "$E2E/containerd.toml"
-  wait_for containerd 30 ctr --address "$SOCK" version
+  # under a reaper: the shims it starts are adopted and reaped by it (see lib.sh); the
+  # shim is found on PATH, beside the containerd built with it
+  spawn_reaped containerd env PATH="$CONTAINERD_DIR:$PATH" "$CONTAINERD_DIR/containerd" --config "$E2E/containerd.toml"
+  wait_for containerd 30 node_ctr version
 }
 
 # The API server's kubelet client certificate (testenv.sh) may call the kubelet API: the
@@ -263,7 +271,7 @@ up() {
   need_packages
   "$TESTENV" up >&2
   kubectl_on_path build || die "no kubectl"
-  "$TESTENV" build kubelet kube-scheduler >&2
+  "$TESTENV" build kubelet kube-scheduler containerd >&2
   remove_stale_state
   mkdir -p "$E2E"
   node_address
@@ -287,7 +295,7 @@ status() {
   fi
 }
 
-tasks() { ctr --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null; }
+tasks() { node_ctr -n k8s.io tasks ls -q 2>/dev/null; }
 no_tasks() { [ -z "$(tasks)" ]; }
 
 # The pods go first, through the kubelet: it stops each pod's containers and sandbox through
@@ -314,7 +322,7 @@ kill_tasks() {
   local ids c
   ids=$(tasks) || true
   for c in $ids; do
-    timeout 10 ctr --address "$SOCK" -n k8s.io tasks delete --force "$c" >/dev/null 2>&1 || true
+    timeout 10 "$CONTAINERD_DIR/ctr" --address "$SOCK" -n k8s.io tasks delete --force "$c" >/dev/null 2>&1 || true
   done
   wait_until 20 no_tasks || log "containerd still lists tasks: $(tasks | tr '\n' ' ')"
 }
@@ -428,5 +436,6 @@ case "${1:-}" in
   env) echo "export KUBECONFIG=$KUBECONFIG" ;;
   status) status ;;
   down) down ;;
-  *) echo "usage: $0 up|env|status|down" >&2; exit 2 ;;
+  ctr) shift; node_ctr "$@" ;;
+  *) echo "usage: $0 up|env|status|down|ctr" >&2; exit 2 ;;
 esac
