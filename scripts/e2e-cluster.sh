@@ -38,6 +38,13 @@
 #    once the node is Ready.
 #  - The node's name does not resolve, and the kubelet refuses a loopback node IP: the node
 #    IP is the pod bridge's gateway address, which exists on this machine only.
+#  - containerd 2.4 (built here) still runs on cgroup v1, with a deprecation warning (support
+#    "removed by no later than May 2029"); Kubernetes 1.37's kubelet too, given
+#    `failCgroupV1: false` (its default is true since 1.35). Debian's runc 1.1.5 does for
+#    containerd 2.4's shim, image volumes included (containerd tests against runc 1.5).
+#  - The overlayfs snapshotter, as on real nodes: an image volume is a snapshot prepared on
+#    the image's layers, which overlayfs shares between pods (one page cache for the file),
+#    where the native snapshotter copied them for each pod.
 #  - containerd's shims are daemons: they outlive containerd's call and belong to whoever
 #    adopts orphans, here a reaper of our own (lib.sh), not PID 1, which may never reap.
 #    A shim exits once containerd has deleted its tasks, so down stops the pods, then
@@ -159,17 +166,20 @@ containerd_up() {
   fi
   mkdir -p "$E2E/cni"
   # (version 4: containerd 2.4's own, which it would otherwise migrate to at each start; the
-  # CRI is split into the images and runtime plugins. No imports: the machine's
-  # /etc/containerd/conf.d, containerd's default, is not this node's)
+  # CRI is split into the images and runtime plugins, and the sockets are the servers'
+  # plugins', without which it listens on the machine's /run/containerd. No imports: the
+  # machine's /etc/containerd/conf.d, containerd's default, is not this node's)
   cat > "$E2E/containerd.toml" <<EOF
 version = 4
 imports = []
 root = "$E2E/containerd/root"
 state = "$E2E/containerd/state"
-[grpc]
+[plugins.'io.containerd.server.v1.grpc']
   address = "$SOCK"
+[plugins.'io.containerd.server.v1.ttrpc']
+  address = "$SOCK.ttrpc"
 [plugins.'io.containerd.cri.v1.images']
-  snapshotter = "native"
+  snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "registry.k8s.io/pause:3.10"
 [plugins.'io.containerd.cri.v1.runtime']
