@@ -93,18 +93,15 @@ pub fn choose(t: &Template, opts: &Options) -> Result<(BinaryForm, Option<String
     }
 }
 
-/// `Ok` where image volumes are known to work for this pod; else why not (`None`: nothing
-/// was known, the usual case offline, said nowhere).
+/// `Ok` where image volumes are known to work for this pod; else why not (`None`, said
+/// nowhere: nothing was known, the usual case offline, or the cluster is older than 1.35,
+/// where nobody expects them).
 fn auto(spec: &Value, opts: &Options) -> Result<(), Option<String>> {
-    let Some((major, minor)) = opts.kubernetes_version else {
-        return Err(None);
-    };
-    let copied = |why: String| Err(Some(format!("binary copied: {why}")));
-    if (major, minor) < (1, 35) {
-        return copied(format!(
-            "Kubernetes {major}.{minor} has image volumes off by default (on from 1.35)"
-        ));
+    match opts.kubernetes_version {
+        Some(v) if v >= (1, 35) => {}
+        _ => return Err(None),
     }
+    let copied = |why: String| Err(Some(format!("binary copied: {why}")));
     if let Some(why) = virtual_kubelet(spec) {
         return copied(format!("the pods target virtual-kubelet nodes ({why})"));
     }
