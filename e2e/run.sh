@@ -185,7 +185,8 @@ scenario1() {
 
 scenario2() {
   local ns; ns=$(fresh_ns birth)
-  kubectl -n "$ns" apply -f "$M/job-birth-graveyard.yaml" -f "$M/job-birth-api.yaml" >/dev/null
+  kubectl -n "$ns" apply -f "$M/job-birth-graveyard.yaml" >/dev/null
+  sed "s/API_PORT/$API_PORT/g" "$M/job-birth-api.yaml" | kubectl -n "$ns" apply -f - >/dev/null
   for j in birth-graveyard birth-api; do
     kubectl -n "$ns" wait --for=condition=Complete "job/$j" --timeout=120s >/dev/null \
       || fail "2: $j not Complete: $(states "$ns" "$j")"
