@@ -136,11 +136,27 @@ shipped_images() {
       --base-name "${ref%:*}" - >/dev/null
     got=$(node_digest "$ref")
     [ "$got" = "$want" ] || die "$ref: the node has ${got:-nothing}, target/images has $want"
+    digest_name "$ref" "$want"
     case $tag in *-slim) continue ;; esac
     node_ctr -n k8s.io images tag --force "$ref" "docker.io/library/$(basename "$dir"):e2e" >/dev/null
     got=$(node_digest "docker.io/library/$(basename "$dir"):e2e")
     [ "$got" = "$want" ] || die "$(basename "$dir"):e2e: the node has ${got:-nothing}, target/images has $want"
   done < <("$ROOT/scripts/images.sh" refs)
+}
+
+# digest_name REF DIGEST: REPO@DIGEST names the image, and no earlier import's digest is left
+# under REPO. The kubelet reports a pod's imageID from the digest names of every image with
+# the same content for the node's platform: a node kept up while an image was rebuilt for
+# the other platform only (same linux/amd64 manifest, another index) reported the old
+# index's digest (e2e scenario 11, 2026-11-28), and an import whose content was there
+# already made no digest name at all.
+digest_name() {
+  local repo=${1%:*} n stale=()
+  while read -r n; do
+    [ "$n" = "$repo@$2" ] || stale+=("$n")
+  done < <(node_ctr -n k8s.io images ls -q | grep -F "$repo@sha256:")
+  [ ${#stale[@]} -eq 0 ] || node_ctr -n k8s.io images rm "${stale[@]}" >/dev/null
+  node_ctr -n k8s.io images tag --force "$1" "$repo@$2" >/dev/null
 }
 
 # node_digest REF: the digest containerd has for REF (empty if none)
