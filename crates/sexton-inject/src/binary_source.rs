@@ -11,13 +11,12 @@
 //! builds and unknown runtimes get the copy, and so does any pod whose nodes are not known.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::choose::virtual_kubelet;
-use crate::options::{BinarySource, Options};
+use crate::options::{BinarySource, NodeFacts, Options, Runtimes, Taint};
 use crate::template::{Template, list};
 
 /// The template annotation that chooses the binary source (`image-volume`, `copy`, `auto`);
@@ -32,35 +31,6 @@ pub enum BinaryForm {
     ImageVolume,
     /// The `sexton install` init container and an `emptyDir`.
     Copy,
-}
-
-/// What is known of the nodes' container runtimes (`nodeInfo.containerRuntimeVersion`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum Runtimes {
-    /// Nothing: `auto` copies.
-    #[default]
-    Unknown,
-    /// The runtimes of every node a pod may land on (`inject --container-runtime`).
-    Given(Vec<String>),
-    /// The cluster's nodes (the webhook reads them): those a pod can land on decide.
-    Nodes(Arc<Vec<NodeFacts>>),
-}
-
-/// What of a Node decides whether a pod can land on it, and what its runtime mounts.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NodeFacts {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub taints: Vec<Taint>,
-    /// `status.nodeInfo.containerRuntimeVersion`: `containerd://2.1.4`, `cri-o://1.33.2`.
-    pub runtime: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Taint {
-    pub key: String,
-    pub value: String,
-    pub effect: String,
 }
 
 /// The template's binary source names none.

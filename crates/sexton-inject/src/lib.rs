@@ -38,10 +38,7 @@ mod terminator;
 mod wrap;
 
 pub use admission::{ANNOTATION_NATIVE, Admission, Scope, admit};
-pub use binary_source::{
-    ANNOTATION_BINARY_SOURCE, BinaryForm, NodeFacts, Runtimes, Taint, can_land_on,
-    mounts_image_volumes,
-};
+pub use binary_source::{ANNOTATION_BINARY_SOURCE, BinaryForm, can_land_on, mounts_image_volumes};
 pub use catalogue::{
     Catalogue, CatalogueError, DoneWhen, Marker, Pattern, Recognised, Reinvocation, Vendor,
     run_to_completion,
@@ -51,7 +48,8 @@ pub use choose::{ANNOTATION_INJECT, virtual_kubelet};
 pub use entrypoint::{ImageCommand, Resolve, Unresolved};
 pub use markers::{ENV_KRUISE_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE, kruise_marked};
 pub use options::{
-    BinarySource, BinarySourceError, Mechanism, Options, Position, Strategy, StrategyError,
+    BinarySource, BinarySourceError, Mechanism, NodeFacts, Options, Position, Runtimes, Strategy,
+    StrategyError, Taint,
 };
 pub use record::ANNOTATION_INJECTED;
 pub use report::{Outcome, Report};

@@ -2,14 +2,13 @@
 //! comes from, and the facts `auto` decides on (the cluster's Kubernetes version, the nodes'
 //! container runtimes); and what was done (`Mechanism`).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::catalogue::Catalogue;
 use crate::chain::Chain;
-
-use crate::binary_source::Runtimes;
 
 /// How sidecars should be made to end (`--strategy`, or the annotation `sexton.dev/inject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -165,4 +164,33 @@ impl Default for Options {
             runtimes: Runtimes::Unknown,
         }
     }
+}
+
+/// What is known of the nodes' container runtimes (`nodeInfo.containerRuntimeVersion`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Runtimes {
+    /// Nothing: `auto` copies.
+    #[default]
+    Unknown,
+    /// The runtimes of every node a pod may land on (`inject --container-runtime`).
+    Given(Vec<String>),
+    /// The cluster's nodes (the webhook reads them): those a pod can land on decide.
+    Nodes(Arc<Vec<NodeFacts>>),
+}
+
+/// What of a Node decides whether a pod can land on it, and what its runtime mounts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeFacts {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// `status.nodeInfo.containerRuntimeVersion`: `containerd://2.1.4`, `cri-o://1.33.2`.
+    pub runtime: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
 }

@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::json;
+use std::sync::Arc;
 
 fn node(name: &str, runtime: &str, labels: &[(&str, &str)], taints: &[(&str, &str)]) -> NodeFacts {
     NodeFacts {
