@@ -21,7 +21,7 @@ if [ "${1:-}" = image ]; then
   bin="$("$0")"
   python3 "$root/e2e/mkimage.py" "$dir/kubexit.tar" kubexit:e2e --entrypoint '["/bin/kubexit"]' \
     --symlink /bin/cp=busybox "$bin:/bin/kubexit" /bin/busybox:/bin/busybox
-  timeout 60 ctr --address "$E2E_STATE/containerd.sock" -n k8s.io images import "$dir/kubexit.tar" >/dev/null
+  timeout 60 "$CONTAINERD_DIR/ctr" --address "$E2E_STATE/containerd.sock" -n k8s.io images import "$dir/kubexit.tar" >/dev/null
   exit 0
 fi
 CACHE="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}"

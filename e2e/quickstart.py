@@ -98,8 +98,8 @@ def run(cmd, **kw):
 
 
 def node_ctr(env):
-    sock = os.path.join(env["SEXTON_E2E_STATE"], "containerd.sock")
-    return ["ctr", "--address", sock, "-n", "k8s.io", "images"]
+    # (the node's own ctr, built with its containerd: scripts/e2e-cluster.sh ctr)
+    return [f"{ROOT}/scripts/e2e-cluster.sh", "ctr", "-n", "k8s.io", "images"]
 
 
 def node_images(env, registry_port):

@@ -18,8 +18,8 @@
 # 6  The kubelet's API through the API server: `kubectl logs` returns a container's output
 #    and `kubectl exec` runs commands in it, exit codes included.
 # 7  `kubectl-sexton inject`: a Job whose marked sidecar sits in spec.containers, injected
-#    native, native-wrap and wrap: main 0 -> Job Complete, main 1 -> Job Failed, the
-#    sidecar ended in all. And wrap with the entrypoints read from a registry: neither
+#    native, native-wrap and wrap, the last two with the supervisor copied and from an image
+#    volume: main 0 -> Job Complete, main 1 -> Job Failed, the sidecar ended in all. And wrap with the entrypoints read from a registry: neither
 #    container sets `command`; the image (ENTRYPOINT ["/bin/sh", "-c"]) is in the anonymous
 #    loopback registry of scripts/registry.sh (brought up if needed, and then stopped at the
 #    end) and imported into the node under the same reference.
@@ -55,6 +55,8 @@
 #    (one failed attempt), crash (the proxy crashes once and is back), startup (the main
 #    starts once the proxy's startupProbe passed), two-sidecars (proxy stops before logs).
 #    The three strategies give the same outcome.
+# 13 An image volume that the runtime mounts without the binary (as k3s's containerd mounted
+#    them empty): the Job fails, and doctor names the empty image volume and the fix.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -183,7 +185,8 @@ scenario1() {
 
 scenario2() {
   local ns; ns=$(fresh_ns birth)
-  kubectl -n "$ns" apply -f "$M/job-birth-graveyard.yaml" -f "$M/job-birth-api.yaml" >/dev/null
+  kubectl -n "$ns" apply -f "$M/job-birth-graveyard.yaml" >/dev/null
+  sed "s/API_PORT/$API_PORT/g" "$M/job-birth-api.yaml" | kubectl -n "$ns" apply -f - >/dev/null
   for j in birth-graveyard birth-api; do
     kubectl -n "$ns" wait --for=condition=Complete "job/$j" --timeout=120s >/dev/null \
       || fail "2: $j not Complete: $(states "$ns" "$j")"
@@ -255,18 +258,28 @@ all_states() {
     -o jsonpath='{range .items[*]}{.status.phase}{range .status.initContainerStatuses[*]} {.name}={.state.terminated.exitCode}{end}{range .status.containerStatuses[*]} {.name}={.state.terminated.exitCode}{end}{end}'
 }
 
+# bin_volume NS JOB: the Job's pod's volume sexton-bin ("image REF", "emptyDir") and its init
+# containers' names.
+bin_volume() {
+  kubectl -n "$1" get pods -l "job-name=$2" \
+    -o jsonpath='{range .items[0].spec.volumes[?(@.name=="sexton-bin")]}{.image.reference}{.emptyDir}{end} init=[{.items[0].spec.initContainers[*].name}]'
+}
+
 scenario7() {
-  local ns s c job want; ns=$(fresh_ns inject)
-  for s in native native-wrap wrap; do
+  local ns v s src job want; ns=$(fresh_ns inject)
+  # VARIANT:STRATEGY:BINARY-SOURCE (auto, with no facts given, copies the binary)
+  local variants="native:native:auto native-wrap:native-wrap:auto wrap:wrap:auto native-wrap-iv:native-wrap:image-volume wrap-iv:wrap:image-volume"
+  for v in $variants; do
+    IFS=: read -r v s src <<<"$v"
     for c in 0 1; do
-      sed -e "s/MAIN_CODE/$c/g" -e "s/STRATEGY/$s/g" "$M/job-inject.yaml" \
-        | "$CTL_BIN" inject --strategy "$s" --sexton-image sexton:e2e -f - 2>/dev/null \
-        | kubectl -n "$ns" apply -f - >/dev/null || fail "7: inject $s failed"
+      sed -e "s/MAIN_CODE/$c/g" -e "s/STRATEGY/$v/g" "$M/job-inject.yaml" \
+        | "$CTL_BIN" inject --strategy "$s" --binary-source "$src" --sexton-image sexton:e2e -f - 2>/dev/null \
+        | kubectl -n "$ns" apply -f - >/dev/null || fail "7: inject $v failed"
     done
   done
-  for s in native native-wrap wrap; do
+  for v in $variants; do
     for c in 0 1; do
-      job="inject-$s-$c"
+      job="inject-${v%%:*}-$c"
       if [ "$c" = 0 ]; then want=Complete; else want=Failed; fi
       kubectl -n "$ns" wait --for=condition=$want "job/$job" --timeout=120s >/dev/null \
         || fail "7: $job not $want: $(all_states "$ns" "$job")"
@@ -278,7 +291,15 @@ scenario7() {
   [ "$(all_states "$ns" inject-wrap-1)" = "Failed sexton-install=0 main=1 proxy=0" ] || fail "7: wrap-1: $(all_states "$ns" inject-wrap-1)"
   [ "$(all_states "$ns" inject-native-wrap-0)" = "Succeeded sexton-install=0 proxy=0 main=0" ] || fail "7: native-wrap-0: $(all_states "$ns" inject-native-wrap-0)"
   [ "$(all_states "$ns" inject-native-wrap-1)" = "Failed sexton-install=0 proxy=0 main=1" ] || fail "7: native-wrap-1: $(all_states "$ns" inject-native-wrap-1)"
-  pass "7: injected native, native-wrap and wrap: main 0 -> Complete, main 1 -> Failed; the sidecar ended with 0 in all six"
+  # the image volume: no init container but the native sidecar, the binary from sexton:e2e
+  [ "$(all_states "$ns" inject-wrap-iv-0)" = "Succeeded main=0 proxy=0" ] || fail "7: wrap-iv-0: $(all_states "$ns" inject-wrap-iv-0)"
+  [ "$(all_states "$ns" inject-wrap-iv-1)" = "Failed main=1 proxy=0" ] || fail "7: wrap-iv-1: $(all_states "$ns" inject-wrap-iv-1)"
+  [ "$(all_states "$ns" inject-native-wrap-iv-0)" = "Succeeded proxy=0 main=0" ] || fail "7: native-wrap-iv-0: $(all_states "$ns" inject-native-wrap-iv-0)"
+  [ "$(all_states "$ns" inject-native-wrap-iv-1)" = "Failed proxy=0 main=1" ] || fail "7: native-wrap-iv-1: $(all_states "$ns" inject-native-wrap-iv-1)"
+  [ "$(bin_volume "$ns" inject-wrap-iv-0)" = "sexton:e2e init=[]" ] || fail "7: wrap-iv-0's binary: $(bin_volume "$ns" inject-wrap-iv-0)"
+  [ "$(bin_volume "$ns" inject-native-wrap-iv-0)" = "sexton:e2e init=[proxy]" ] || fail "7: native-wrap-iv-0's binary: $(bin_volume "$ns" inject-native-wrap-iv-0)"
+  [[ "$(bin_volume "$ns" inject-wrap-0)" == '{"sizeLimit":"20Mi"} init=[sexton-install]' ]] || fail "7: wrap-0's binary: $(bin_volume "$ns" inject-wrap-0)"
+  pass "7: injected native, native-wrap and wrap, the supervisor copied or from an image volume: main 0 -> Complete, main 1 -> Failed; the sidecar ended with 0 in all ten"
   scenario7_entrypoint "$ns"
 }
 
@@ -305,7 +326,7 @@ entrypoint_image() {
     --symlink /bin/sh=busybox --symlink /bin/sleep=busybox --symlink /bin/echo=busybox /bin/busybox:/bin/busybox
   out=$(timeout 60 skopeo --insecure-policy copy --dest-tls-verify=false "docker-archive:$tar" "docker://$ENTRY_IMAGE" 2>&1) \
     || fail "7: cannot push $ENTRY_IMAGE to the registry: $out"
-  out=$(timeout 60 ctr --address "$E2E_STATE/containerd.sock" -n k8s.io images import "$tar" 2>&1) \
+  out=$(timeout 60 "$CONTAINERD_DIR/ctr" --address "$E2E_STATE/containerd.sock" -n k8s.io images import "$tar" 2>&1) \
     || fail "7: cannot import $ENTRY_IMAGE into the node's containerd: $out"
 }
 
@@ -464,7 +485,7 @@ example() {
   done
   json=$(sed -E "${sedargs[@]}" "$f" | kubectl create --dry-run=client -o json -f -) \
     || fail "9: kubectl cannot read $f"
-  have=$(timeout 30 ctr --address "$E2E_STATE/containerd.sock" -n k8s.io images ls -q) \
+  have=$(timeout 30 "$CONTAINERD_DIR/ctr" --address "$E2E_STATE/containerd.sock" -n k8s.io images ls -q) \
     || fail "9: cannot list the node's images"
   for img in $(python3 -c "$EXAMPLE_PY" images <<<"$json"); do
     grep -qxF "$(node_ref "$img")" <<<"$have" \
@@ -647,6 +668,8 @@ scenario10() {
   port=$(sed -n 's/.*serving the webhook bound=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
   WEBHOOK_METRICS=$(sed -n 's/.*serving metrics-addr bound=\([0-9.:]*\).*/\1/p' "$log")
   if [ -z "$port" ] || [ -z "$WEBHOOK_METRICS" ]; then fail "10: no addresses in the webhook's log: $(cat "$log")"; fi
+  # auto's binary source reads the nodes' runtimes (until then it copies the binary)
+  wait_until 30 grep -q 'node runtimes known nodes=1' "$log" || fail "10: the webhook did not read the node: $(cat "$log")"
 
   lab=$(fresh_ns webhook sexton.dev/inject=enabled) plain=$(fresh_ns webhook-unlabelled)
   WEBHOOK_CONFIG="sexton-e2e-$$"
@@ -670,8 +693,9 @@ scenario10() {
   [[ "$got" == "Running "?* ]] || fail "10: unlabelled: after main's exit: $got, want the pod Running and its proxy running"
   kubectl delete namespace "$plain" --wait=false >/dev/null
 
-  # the labelled namespace: every pod injected once, auto (native on this 1.34 node) and wrap
-  # (the template's annotation)
+  # the labelled namespace: every pod injected once, auto (native on this node) and wrap (the
+  # template's annotation), its binary from an image volume (auto: Kubernetes 1.37, the
+  # node's containerd 2.4)
   for s in auto wrap; do
     for c in 0 1; do job_webhook "$s" "$c" | kubectl -n "$lab" create -f - >/dev/null; done
   done
@@ -685,7 +709,8 @@ scenario10() {
       if [ "$s" = auto ]; then
         [ "$got" = "$phase proxy=0 main=$c" ] || fail "10: $job: '$got', want '$phase proxy=0 main=$c' (native)"
       else
-        [ "$got" = "$phase sexton-install=0 main=$c proxy=0" ] || fail "10: $job: '$got', want '$phase sexton-install=0 main=$c proxy=0'"
+        [ "$got" = "$phase main=$c proxy=0" ] || fail "10: $job: '$got', want '$phase main=$c proxy=0' (no install container)"
+        [ "$(bin_volume "$lab" "$job")" = "sexton:e2e init=[]" ] || fail "10: $job's binary: $(bin_volume "$lab" "$job"), want the image volume sexton:e2e"
       fi
       got=$(kubectl -n "$lab" get pods -l "job-name=$job" -o jsonpath='{.items[0].metadata.annotations.sexton\.dev/injected}')
       want=native; [ "$s" = auto ] || want=$s
@@ -697,7 +722,7 @@ scenario10() {
   got=$(webhook_metric injected)
   [ "$got" = $((n0 + 4)) ] || fail "10: the webhook injected $((got - n0)) pods, want 4"
   stop_webhook
-  pass "10: the webhook on 127.0.0.1:$port (openssl certificate, caBundle): in the labelled namespace auto (native) and wrap: main 0 -> Complete, main 1 -> Failed, the sidecar ended with 0; unlabelled: the pod admitted unchanged, its sidecar still running"
+  pass "10: the webhook on 127.0.0.1:$port (openssl certificate, caBundle): in the labelled namespace auto (native) and wrap (binary from an image volume): main 0 -> Complete, main 1 -> Failed, the sidecar ended with 0; unlabelled: the pod admitted unchanged, its sidecar still running"
 }
 
 # Scenario 11: the SidecarTerminator of scenario 3 again, now run by the node from the
@@ -804,7 +829,36 @@ image_digest() {
   fail "no image $1 in scripts/images.sh refs"
 }
 
-[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10 11 12
+# Scenario 13: the pitfall of runtimes that mount an image volume empty without an error
+# (k3s's bundled containerd): the wrapped pod's binary volume is an image without /sexton
+# (busybox:e2e, as the node's runtime mounts it: really missing, as on such a node). The
+# Job fails (it would not have succeeded: main never ran), its containers with the runtime's
+# bare "no such file", and the doctor names the cause and the fix.
+scenario13() {
+  local ns dir="$E2E_STATE/scenario13" out got
+  ns=$(fresh_ns empty-volume); mkdir -p "$dir"
+  sed -e "s/MAIN_CODE/0/g" -e "s/STRATEGY/empty-volume/g" "$M/job-inject.yaml" \
+    | "$CTL_BIN" inject --strategy wrap --binary-source image-volume --sexton-image busybox:e2e -f - 2>/dev/null \
+    | kubectl -n "$ns" apply -f - >/dev/null || fail "13: inject failed"
+  kubectl -n "$ns" wait --for=condition=Failed job/inject-empty-volume-0 --timeout=120s >/dev/null \
+    || fail "13: the Job did not fail: $(kubectl -n "$ns" get pods -o jsonpath='{.items[0].status}')"
+  got=$(kubectl -n "$ns" get pods -l job-name=inject-empty-volume-0 -o jsonpath='{.items[0].status.containerStatuses[?(@.name=="main")].state.terminated.message}')
+  [[ "$got" == *"/sexton/sexton"*"no such file"* ]] || fail "13: main's message: '$got', want the runtime's no such file"
+  out=$("$CTL_BIN" doctor -n "$ns" -o json --kubeconfig "$KUBECONFIG" 2>"$dir/doctor.err") && fail "13: doctor found nothing: $out"
+  got=$(python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+c = [c for c in r["checks"] if c["name"] == "image-volumes"][0]
+f = [f for f in c["findings"] if f["object"].startswith("pod ")]
+print(" | ".join("%s %s: %s; fix: %s" % (x["status"], x["object"], x["message"], x["fix"]) for x in f))' <<<"$out")
+  for want in "error pod $ns/" "missing from image volume sexton-bin (busybox:e2e)" "mounts image volumes empty without an error" \
+    "k3s-io/k3s#14323" "--binary-source copy"; do
+    [[ "$got" == *"$want"* ]] || fail "13: the doctor's finding lacks '$want': $got"
+  done
+  pass "13: an image volume without the binary: the Job Failed, the runtime said no such file, and doctor named the empty image volume, the pitfall and the fix"
+}
+
+[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10 11 12 13
 for n in "$@"; do
   t0=$SECONDS
   "scenario$n"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A single-node cluster on this machine for end-to-end tests: the test control plane
-# (scripts/testenv.sh: etcd, kube-apiserver, kube-controller-manager) plus kube-scheduler,
-# containerd + runc (Debian packages) and a kubelet built from the same k8s.io/kubernetes
-# release. No image can be pulled: the images are built here and imported into containerd:
+# (scripts/testenv.sh: etcd, kube-apiserver, kube-controller-manager) plus kube-scheduler
+# and a kubelet built from the same k8s.io/kubernetes release, and containerd 2.x (with its
+# runc shim and ctr) built from its Go module in the same go build (testenv/go.mod), with
+# Debian's runc. No image can be pulled: the images are built here and imported into containerd:
 #   ghcr.io/sexton-dev/sexton:VERSION (and -slim), sexton-quick-exit:VERSION,
 #   kubectl-sexton:VERSION       the images that ship, built by scripts/images.sh (both
 #                                platforms; the same digests), and tagged for the e2e
@@ -20,6 +21,7 @@
 #   scripts/e2e-cluster.sh status  say whether the node is up (exit 1 if not)
 #   scripts/e2e-cluster.sh down    stop what up started, check that no containerd shim is
 #                                  left, remove the state (the test control plane stays)
+#   scripts/e2e-cluster.sh ctr ARGS...  the node's ctr, on its containerd (ctr --address ...)
 #
 # Settings (environment): SEXTON_E2E_STATE (default /tmp/sexton-e2e); those of
 # scripts/testenv.sh (SEXTON_TESTENV_STATE, SEXTON_API_PORT, ...). Needs root. Helpers shared
@@ -36,6 +38,13 @@
 #    once the node is Ready.
 #  - The node's name does not resolve, and the kubelet refuses a loopback node IP: the node
 #    IP is the pod bridge's gateway address, which exists on this machine only.
+#  - containerd 2.4 (built here) still runs on cgroup v1, with a deprecation warning (support
+#    "removed by no later than May 2029"); Kubernetes 1.37's kubelet too, given
+#    `failCgroupV1: false` (its default is true since 1.35). Debian's runc 1.1.5 does for
+#    containerd 2.4's shim, image volumes included (containerd tests against runc 1.5).
+#  - The overlayfs snapshotter, as on real nodes: an image volume is a snapshot prepared on
+#    the image's layers, which overlayfs shares between pods (one page cache for the file),
+#    where the native snapshotter copied them for each pod.
 #  - containerd's shims are daemons: they outlive containerd's call and belong to whoever
 #    adopts orphans, here a reaper of our own (lib.sh), not PID 1, which may never reap.
 #    A shim exits once containerd has deleted its tasks, so down stops the pods, then
@@ -56,7 +65,6 @@ export KUBECONFIG="$TESTENV_STATE/admin.kubeconfig"
 
 need_packages() {
   local missing=()
-  command -v containerd >/dev/null || missing+=(containerd)
   command -v runc >/dev/null || missing+=(runc)
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   [ -x /bin/busybox ] || missing+=(busybox-static)
@@ -112,7 +120,7 @@ fixture_image() {
   "${b[@]}" push --quiet "$id" "docker-archive:$dir.tar:$ref"
   "${b[@]}" rm "$c" >/dev/null
   "${b[@]}" rmi "$id" >/dev/null
-  ctr --address "$SOCK" -n k8s.io images import "$dir.tar" >/dev/null
+  node_ctr -n k8s.io images import "$dir.tar" >/dev/null
 }
 
 # The images sexton ships, as scripts/images.sh builds them (it rebuilds what changed): each
@@ -124,20 +132,36 @@ shipped_images() {
   "$ROOT/scripts/images.sh" >&2
   local dir tag ref want got
   while read -r dir tag ref want; do
-    tar -C "$dir" -cf - . | ctr --address "$SOCK" -n k8s.io images import --all-platforms --digests \
+    tar -C "$dir" -cf - . | node_ctr -n k8s.io images import --all-platforms --digests \
       --base-name "${ref%:*}" - >/dev/null
     got=$(node_digest "$ref")
     [ "$got" = "$want" ] || die "$ref: the node has ${got:-nothing}, target/images has $want"
+    digest_name "$ref" "$want"
     case $tag in *-slim) continue ;; esac
-    ctr --address "$SOCK" -n k8s.io images tag --force "$ref" "docker.io/library/$(basename "$dir"):e2e" >/dev/null
+    node_ctr -n k8s.io images tag --force "$ref" "docker.io/library/$(basename "$dir"):e2e" >/dev/null
     got=$(node_digest "docker.io/library/$(basename "$dir"):e2e")
     [ "$got" = "$want" ] || die "$(basename "$dir"):e2e: the node has ${got:-nothing}, target/images has $want"
   done < <("$ROOT/scripts/images.sh" refs)
 }
 
+# digest_name REF DIGEST: REPO@DIGEST names the image, and no earlier import's digest is left
+# under REPO. The kubelet reports a pod's imageID from the digest names of every image with
+# the same content for the node's platform: a node kept up while an image was rebuilt for
+# the other platform only (same linux/amd64 manifest, another index) reported the old
+# index's digest (e2e scenario 11, 2026-11-28), and an import whose content was there
+# already made no digest name at all.
+digest_name() {
+  local repo=${1%:*} n stale=()
+  while read -r n; do
+    [ "$n" = "$repo@$2" ] || stale+=("$n")
+  done < <(node_ctr -n k8s.io images ls -q | grep -F "$repo@sha256:")
+  [ ${#stale[@]} -eq 0 ] || node_ctr -n k8s.io images rm "${stale[@]}" >/dev/null
+  node_ctr -n k8s.io images tag --force "$1" "$repo@$2" >/dev/null
+}
+
 # node_digest REF: the digest containerd has for REF (empty if none)
 node_digest() {
-  ctr --address "$SOCK" -n k8s.io images ls "name==$1" | awk 'NR == 2 {print $3}'
+  node_ctr -n k8s.io images ls "name==$1" | awk 'NR == 2 {print $3}'
 }
 
 # The node's address. The API server calls the kubelet (logs, exec) at the node's
@@ -153,26 +177,35 @@ node_address() {
 
 containerd_up() {
   if alive containerd; then
-    wait_for containerd 30 ctr --address "$SOCK" version
+    wait_for containerd 30 node_ctr version
     return 0
   fi
   mkdir -p "$E2E/cni"
+  # (version 4: containerd 2.4's own, which it would otherwise migrate to at each start; the
+  # CRI is split into the images and runtime plugins, and the sockets are the servers'
+  # plugins', without which it listens on the machine's /run/containerd. No imports: the
+  # machine's /etc/containerd/conf.d, containerd's default, is not this node's)
   cat > "$E2E/containerd.toml" <<EOF
-version = 2
+version = 4
+imports = []
 root = "$E2E/containerd/root"
 state = "$E2E/containerd/state"
-[grpc]
+[plugins.'io.containerd.server.v1.grpc']
   address = "$SOCK"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.10"
+[plugins.'io.containerd.server.v1.ttrpc']
+  address = "$SOCK.ttrpc"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "registry.k8s.io/pause:3.10"
+[plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "native"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$E2E/cni"
 EOF
   cat > "$E2E/cni/10-sexton.conflist" <<EOF
@@ -182,9 +215,10 @@ EOF
   {"type": "loopback"}
 ]}
 EOF
-  # under a reaper: the shims it starts are adopted and reaped by it (see lib.sh)
-  spawn_reaped containerd containerd --config "$E2E/containerd.toml"
-  wait_for containerd 30 ctr --address "$SOCK" version
+  # under a reaper: the shims it starts are adopted and reaped by it (see lib.sh); the
+  # shim is found on PATH, beside the containerd built with it
+  spawn_reaped containerd env PATH="$CONTAINERD_DIR:$PATH" "$CONTAINERD_DIR/containerd" --config "$E2E/containerd.toml"
+  wait_for containerd 30 node_ctr version
 }
 
 # The API server's kubelet client certificate (testenv.sh) may call the kubelet API: the
@@ -263,7 +297,7 @@ up() {
   need_packages
   "$TESTENV" up >&2
   kubectl_on_path build || die "no kubectl"
-  "$TESTENV" build kubelet kube-scheduler >&2
+  "$TESTENV" build kubelet kube-scheduler containerd >&2
   remove_stale_state
   mkdir -p "$E2E"
   node_address
@@ -287,7 +321,7 @@ status() {
   fi
 }
 
-tasks() { ctr --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null; }
+tasks() { node_ctr -n k8s.io tasks ls -q 2>/dev/null; }
 no_tasks() { [ -z "$(tasks)" ]; }
 
 # The pods go first, through the kubelet: it stops each pod's containers and sandbox through
@@ -314,7 +348,7 @@ kill_tasks() {
   local ids c
   ids=$(tasks) || true
   for c in $ids; do
-    timeout 10 ctr --address "$SOCK" -n k8s.io tasks delete --force "$c" >/dev/null 2>&1 || true
+    timeout 10 "$CONTAINERD_DIR/ctr" --address "$SOCK" -n k8s.io tasks delete --force "$c" >/dev/null 2>&1 || true
   done
   wait_until 20 no_tasks || log "containerd still lists tasks: $(tasks | tr '\n' ' ')"
 }
@@ -428,5 +462,6 @@ case "${1:-}" in
   env) echo "export KUBECONFIG=$KUBECONFIG" ;;
   status) status ;;
   down) down ;;
-  *) echo "usage: $0 up|env|status|down" >&2; exit 2 ;;
+  ctr) shift; node_ctr "$@" ;;
+  *) echo "usage: $0 up|env|status|down|ctr" >&2; exit 2 ;;
 esac

@@ -12,9 +12,22 @@ API_PORT="${SEXTON_API_PORT:-16443}"
 # The Kubernetes release pinned in testenv/go.mod, and the binaries built from it.
 K8S_VERSION="$(sed -nE 's/^(require)?[[:space:]]*k8s\.io\/kubernetes (v[0-9.]+).*/\2/p' "$ROOT/testenv/go.mod" | head -1)"
 HELM_VERSION="$(sed -nE 's/^(require)?[[:space:]]*helm\.sh\/helm\/v4 (v[0-9.]+).*/\2/p' "$ROOT/testenv/go.mod" | head -1)"
+# containerd (with its runc shim and ctr) for the e2e node, pinned in the same go.mod and
+# built in the same go build; cached beside the release's binaries, in a directory of its
+# version (the node's containerd finds its shim on PATH).
+CONTAINERD_VERSION="$(sed -nE 's/^(require)?[[:space:]]*github\.com\/containerd\/containerd\/v2 (v[0-9.]+).*/\2/p' "$ROOT/testenv/go.mod" | head -1)"
 CACHE_ROOT="${SEXTON_TESTENV_CACHE:-$HOME/.cache/sexton-testenv}"
 # shellcheck disable=SC2034
 CACHE="$CACHE_ROOT/$K8S_VERSION"
+# shellcheck disable=SC2034
+CONTAINERD_DIR="$CACHE/containerd-$CONTAINERD_VERSION"
+
+# node_ctr ARGS...: the e2e node's ctr (built with its containerd), on its containerd; without
+# the warning containerd 2.x has every client print on cgroup v1 (see e2e-cluster.sh).
+node_ctr() {
+  "$CONTAINERD_DIR/ctr" --address "$E2E_STATE/containerd.sock" "$@" \
+    2> >(grep -v 'support for cgroup v1 is deprecated' >&2)
+}
 
 # Every Go build's compiler flags: no DWARF from the compiler (the links' -w drops it
 # anyway), which saves ~6% of the CPU of a build from an empty cache (etcd's server,

@@ -172,7 +172,7 @@ start_go_builds() {
   # (kubectl too: the machine's may be missing or of another release, and bench/scale.sh
   # and e2e/quickstart.py use this one; in the same go build it shares most packages)
   local plane=(kube-apiserver kube-controller-manager etcd kubectl)
-  [ "$1" = node ] && plane+=(kubelet kube-scheduler)   # (one go build: see testenv.sh)
+  [ "$1" = node ] && plane+=(kubelet kube-scheduler containerd)   # (one go build: see testenv.sh)
   # shellcheck disable=SC2016  # (expanded by the inner shell)
   bg go-builds 0 bash -c 'set -e; scripts/tools.sh actionlint
     scripts/testenv.sh build "$@"; scripts/testenv.sh old-webhook; scripts/testenv.sh vendor-webhook' _ "${plane[@]}" helm
@@ -369,7 +369,7 @@ arm64_emulation() {
     || { echo "$bm/qemu-aarch64 lacks flag F: the arm64 binary would not run in the tests' mount namespaces" >&2; exit 1; }
 }
 
-# End to end on a real node (scripts/e2e-cluster.sh: containerd, runc, kubelet,
+# End to end on a real node (scripts/e2e-cluster.sh: containerd 2.x, runc, kubelet,
 # kube-scheduler, the images of scripts/images.sh; e2e/run.sh: the scenarios with real
 # Jobs). A failed scenario is rerun alone with `e2e/run.sh N`.
 e2e() {
@@ -440,6 +440,7 @@ start_benches() {
 bench_node() {
   bench_quick completion 1 bench/completion.sh --quick --runs 1
   bench_quick deletion 1 bench/deletion.sh --quick
+  bench_quick image-volume 1 bench/image-volume.sh --quick
 }
 
 # The release, as the workflow makes it, pushed to the local test registry

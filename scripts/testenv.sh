@@ -45,7 +45,12 @@ build() {
   local bins=(kube-apiserver kube-controller-manager etcd) missing=() b
   [ $# -gt 0 ] && bins=("$@")
   for b in "${!bins[@]}"; do [ "${bins[$b]}" != helm ] || bins[b]=$HELM_BIN; done
-  for b in "${bins[@]}"; do [ -x "$CACHE/$b" ] || missing+=("$b"); done
+  for b in "${bins[@]}"; do
+    case "$b" in
+      containerd) [ -x "$CONTAINERD_DIR/containerd-shim-runc-v2" ] || missing+=("$b") ;;
+      *) [ -x "$CACHE/$b" ] || missing+=("$b") ;;
+    esac
+  done
   [ ${#missing[@]} -eq 0 ] && return 0
   command -v go >/dev/null || die "go is needed to build ${missing[*]} (Go >= 1.24)"
   log "building ${missing[*]} $K8S_VERSION into $CACHE (cold: ~6 min and ~2 GB RAM on 2 cores)"
@@ -56,19 +61,21 @@ build() {
   ld+=" -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor"
   ld+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
   local start=$SECONDS pkgs=()
-  # helm's version, and the Kubernetes version of its client libraries, which helm's
-  # Makefile sets the same way (without them, `helm version` says v4 "unreleased" and
-  # `helm template` assumes Kubernetes 1.20, which the chart's kubeVersion refuses)
+  # helm's version, as helm's Makefile sets it (without it, `helm version` says "v4.3").
+  # The Kubernetes version `helm template` and `helm lint` assume (the chart's kubeVersion
+  # checks it) helm 4.3 reads from its build's k8s.io/client-go module (0.37 -> 1.37).
   ld+=" -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
   local p
-  for p in pkg/chart/v2/lint/rules.k8sVersion pkg/internal/v3/lint/rules.k8sVersion \
-    pkg/chart/common.k8sVersion internal/version.kubeClientVersion; do
-    ld+=" -X helm.sh/helm/v4/${p}Major=$major -X helm.sh/helm/v4/${p}Minor=$minor"
-  done
+  # containerd's version as its Makefile sets it: the CRI reports it to the kubelet, which
+  # publishes it as the node's nodeInfo.containerRuntimeVersion (containerd://v2.4.2), the
+  # field the admission webhook reads to choose a binary source
+  local cpkg=github.com/containerd/containerd/v2
+  ld+=" -X $cpkg/version.Version=$CONTAINERD_VERSION -X $cpkg/version.Revision=$CONTAINERD_VERSION"
   for b in "${missing[@]}"; do
     case "$b" in
       etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
       "$HELM_BIN") pkgs+=(helm.sh/helm/v4/cmd/helm) ;;
+      containerd) pkgs+=("$cpkg/cmd/containerd" "$cpkg/cmd/containerd-shim-runc-v2" "$cpkg/cmd/ctr") ;;
       *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
     esac
   done
@@ -85,6 +92,9 @@ build() {
     case "$b" in
       etcd) mv "$CACHE/.build/server" "$CACHE/etcd" ;;
       "$HELM_BIN") mv "$CACHE/.build/helm" "$CACHE/$b" ;;
+      containerd)
+        mkdir -p "$CONTAINERD_DIR"
+        for p in containerd containerd-shim-runc-v2 ctr; do mv "$CACHE/.build/$p" "$CONTAINERD_DIR/$p"; done ;;
       *) mv "$CACHE/.build/$b" "$CACHE/$b" ;;
     esac
   done

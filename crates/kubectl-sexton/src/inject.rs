@@ -15,7 +15,7 @@ use std::io::Write;
 
 use clap::{Args, ValueEnum};
 use serde_json::Value;
-use sexton_inject::{Options, Position, Report, Strategy};
+use sexton_inject::{BinarySource, Options, Position, Report, Runtimes, Strategy};
 
 use crate::shared::catalogue::CatalogueFlags;
 use crate::shared::exit::Exit;
@@ -23,7 +23,7 @@ use crate::shared::logging;
 use crate::shared::manifest::{Filenames, Format, ManifestOutput, read_all, write};
 use crate::shared::registry::{Looked, RegistryFlags, RegistryOpts, lookup_all};
 use crate::shared::runtime::block_on;
-use crate::shared::values::version;
+use crate::shared::values::{runtime, version};
 
 #[derive(Args, Debug)]
 #[command(
@@ -45,9 +45,15 @@ pub struct InjectFlags {
     /// The cluster's Kubernetes version (MAJOR.MINOR); below 1.29 auto does not choose native sidecars
     #[arg(long, value_name = "MAJOR.MINOR", value_parser = version)]
     kubernetes_version: Option<(u32, u32)>,
-    /// The image of the `sexton install` init container (wrap)
+    /// The sexton image (wrap, native-wrap): mounted as an image volume, or run by the `sexton install` init container that copies the binary
     #[arg(long, value_name = "IMAGE", default_value = concat!("ghcr.io/sexton-dev/sexton:", env!("CARGO_PKG_VERSION")))]
     sexton_image: String,
+    /// Where wrap and native-wrap get the supervisor's binary: image-volume (the sexton image mounted read-only; Kubernetes 1.35+ with containerd 2.1+ or CRI-O 1.31+), copy (an init container copies it into an emptyDir: anywhere), auto (image-volume where --kubernetes-version and --container-runtime say it works, else copy)
+    #[arg(long, value_enum, default_value = "auto")]
+    binary_source: BinarySourceArg,
+    /// The container runtime of the nodes the pods may land on, as nodes report it (containerd://2.1.4, cri-o://1.33.2; kubectl get nodes -o wide); repeatable
+    #[arg(long, value_name = "RUNTIME", value_parser = runtime)]
+    container_runtime: Vec<String>,
     #[command(flatten)]
     catalogue: CatalogueFlags,
     #[command(flatten)]
@@ -91,6 +97,13 @@ enum StrategyArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+enum BinarySourceArg {
+    Auto,
+    ImageVolume,
+    Copy,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 enum PositionArg {
     First,
     Last,
@@ -115,6 +128,15 @@ impl InjectFlags {
             kubernetes_version: self.kubernetes_version,
             sexton_image: self.sexton_image.clone(),
             catalogue: std::sync::Arc::new(catalogue),
+            binary_source: match self.binary_source {
+                BinarySourceArg::Auto => BinarySource::Auto,
+                BinarySourceArg::ImageVolume => BinarySource::ImageVolume,
+                BinarySourceArg::Copy => BinarySource::Copy,
+            },
+            runtimes: match self.container_runtime.is_empty() {
+                true => Runtimes::Unknown,
+                false => Runtimes::Given(self.container_runtime.clone()),
+            },
             ..Options::default()
         }
     }

@@ -365,11 +365,55 @@ fn recognition_values_give_the_catalogue_and_take_the_rights() {
     );
     assert!(find(&objs, "ConfigMap", "sexton-sidecar-catalogue").is_none());
     let role = get(&objs, "ClusterRole", "sexton-webhook");
-    assert!(!role.to_string().contains("\"list\""), "{role}");
+    assert!(
+        rules_for(role, "mutatingwebhookconfigurations")
+            .iter()
+            .all(|r| !r["verbs"].to_string().contains("\"list\"")),
+        "{role}"
+    );
     // a value the schema refuses is named
     let out = try_render(&ns.0, &["recognition.extraVendors[0].name=x"]);
     assert!(
         !out.status.success() && text(&out.stderr).contains("recognition"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The ClusterRole's rules about `resource`.
+fn rules_for<'a>(role: &'a Value, resource: &str) -> Vec<&'a Value> {
+    role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| {
+            r["resources"]
+                .to_string()
+                .contains(&format!("\"{resource}\""))
+        })
+        .collect()
+}
+
+/// webhook.binarySource: the flag, and the right to watch Nodes only where `auto` reads them.
+#[test]
+fn binary_source_gives_the_flag_and_the_nodes_rights_only_for_auto() {
+    let ns = Ns::new("binary-source");
+    for (value, reads_nodes) in [("auto", true), ("image-volume", false), ("copy", false)] {
+        let objs = objects(&render(&ns.0, &[&format!("webhook.binarySource={value}")]));
+        let args = args_of(get(&objs, "Deployment", "sexton-webhook"));
+        assert!(
+            args.contains(&format!("--binary-source={value}")),
+            "{args:?}"
+        );
+        let nodes = rules_for(get(&objs, "ClusterRole", "sexton-webhook"), "nodes");
+        assert_eq!(!nodes.is_empty(), reads_nodes, "{value}: {nodes:?}");
+        if reads_nodes {
+            assert_eq!(nodes[0]["verbs"], json!(["get", "list", "watch"]));
+        }
+    }
+    let out = try_render(&ns.0, &["webhook.binarySource=floppy"]);
+    assert!(
+        !out.status.success() && text(&out.stderr).contains("binarySource"),
         "{}",
         text(&out.stderr)
     );

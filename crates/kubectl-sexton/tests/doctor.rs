@@ -388,6 +388,7 @@ async fn a_clean_namespace_is_ok() {
             "components",
             "admission",
             "virtual-kubelet",
+            "image-volumes",
             "stuck-pods"
         ]
     );
@@ -395,7 +396,7 @@ async fn a_clean_namespace_is_ok() {
         check(&report, "api-server")["summary"]
             .as_str()
             .unwrap()
-            .contains("v1.34"),
+            .contains("v1.37"),
         "{report:#}"
     );
     assert_eq!(

@@ -17,6 +17,7 @@
 
 mod admission;
 mod ahead;
+mod binary_source;
 mod catalogue;
 mod chain;
 mod choose;
@@ -37,6 +38,7 @@ mod terminator;
 mod wrap;
 
 pub use admission::{ANNOTATION_NATIVE, Admission, Scope, admit};
+pub use binary_source::{ANNOTATION_BINARY_SOURCE, BinaryForm, can_land_on, mounts_image_volumes};
 pub use catalogue::{
     Catalogue, CatalogueError, DoneWhen, Marker, Pattern, Recognised, Reinvocation, Vendor,
     run_to_completion,
@@ -45,7 +47,10 @@ pub use chain::{Chain, may_move};
 pub use choose::{ANNOTATION_INJECT, virtual_kubelet};
 pub use entrypoint::{ImageCommand, Resolve, Unresolved};
 pub use markers::{ENV_KRUISE_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE, kruise_marked};
-pub use options::{Mechanism, Options, Position, Strategy, StrategyError};
+pub use options::{
+    BinarySource, BinarySourceError, Mechanism, NodeFacts, Options, Position, Runtimes, Strategy,
+    StrategyError, Taint,
+};
 pub use record::ANNOTATION_INJECTED;
 pub use report::{Outcome, Report};
 pub use resource::{entrypoints_needed, inject, uninject};

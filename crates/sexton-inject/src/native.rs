@@ -55,7 +55,9 @@ pub fn native_wrap(
     let mut record = supervise(t, roles, opts, resolver, StartOrder::Kubelet)
         .map_err(|r| Refusal::new(Mechanism::NativeWrap, r.message))?;
     record.mechanism = Mechanism::NativeWrap;
-    move_to_init(t, roles, opts, 1, &mut record);
+    // (after `sexton install`, if the binary is copied)
+    let installs = record.added_init_containers.len();
+    move_to_init(t, roles, opts, installs, &mut record);
     Ok(record)
 }
 

@@ -1,6 +1,8 @@
-//! What the caller asks for: the strategy, extra sidecar names, and the facts `auto` decides
-//! on (the cluster's Kubernetes version); and what was done (`Mechanism`).
+//! What the caller asks for: the strategy, extra sidecar names, where the supervisor's binary
+//! comes from, and the facts `auto` decides on (the cluster's Kubernetes version, the nodes'
+//! container runtimes); and what was done (`Mechanism`).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -41,6 +43,36 @@ impl FromStr for Strategy {
             "auto" => Ok(Strategy::Auto),
             "disabled" => Ok(Strategy::Disabled),
             _ => Err(StrategyError(s.to_string())),
+        }
+    }
+}
+
+/// Where `wrap` and `native-wrap` get the supervisor's binary (`--binary-source`, or the
+/// annotation `sexton.dev/binary-source`): see `binary_source.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BinarySource {
+    /// The image volume where it is known to work, else the copy.
+    #[default]
+    Auto,
+    /// The sexton image as a volume (`volumes[].image`), mounted at `/sexton`.
+    ImageVolume,
+    /// `sexton install` copies it into an `emptyDir`, in an init container.
+    Copy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a binary source (image-volume, copy or auto)")]
+pub struct BinarySourceError(pub String);
+
+impl FromStr for BinarySource {
+    type Err = BinarySourceError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(BinarySource::Auto),
+            "image-volume" => Ok(BinarySource::ImageVolume),
+            "copy" => Ok(BinarySource::Copy),
+            _ => Err(BinarySourceError(s.to_string())),
         }
     }
 }
@@ -100,7 +132,7 @@ pub struct Options {
     /// The cluster's version (major, minor), when known: below 1.29, `auto` does not
     /// choose native sidecars.
     pub kubernetes_version: Option<(u32, u32)>,
-    /// The image of `sexton install` (the wrap strategy's init container).
+    /// The sexton image: `sexton install`'s (the copy), or the image volume's.
     pub sexton_image: String,
     /// The vendors' injected sidecars recognised without a declaration (empty: recognition
     /// off).
@@ -112,6 +144,9 @@ pub struct Options {
     /// does not have yet is not an error (a later webhook may add it, and the API server then
     /// calls sexton's again).
     pub at_admission: bool,
+    pub binary_source: BinarySource,
+    /// What is known of the nodes' container runtimes (`auto` of the binary source).
+    pub runtimes: Runtimes,
 }
 
 impl Default for Options {
@@ -125,6 +160,37 @@ impl Default for Options {
             catalogue: Arc::new(Catalogue::default()),
             chain: None,
             at_admission: false,
+            binary_source: BinarySource::Auto,
+            runtimes: Runtimes::Unknown,
         }
     }
+}
+
+/// What is known of the nodes' container runtimes (`nodeInfo.containerRuntimeVersion`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Runtimes {
+    /// Nothing: `auto` copies.
+    #[default]
+    Unknown,
+    /// The runtimes of every node a pod may land on (`inject --container-runtime`).
+    Given(Vec<String>),
+    /// The cluster's nodes (the webhook reads them): those a pod can land on decide.
+    Nodes(Arc<Vec<NodeFacts>>),
+}
+
+/// What of a Node decides whether a pod can land on it, and what its runtime mounts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeFacts {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// `status.nodeInfo.containerRuntimeVersion`: `containerd://2.1.4`, `cri-o://1.33.2`.
+    pub runtime: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ahead::Ahead;
+use crate::binary_source::BinaryForm;
 use crate::options::Mechanism;
 use crate::template::{Absent, Template, list_at, name, restore_field};
 
@@ -42,6 +43,13 @@ pub struct Record {
     pub added_annotations: Vec<String>,
     #[serde(default)]
     pub absent: Absent,
+    /// Where the supervisor's binary comes from, for `wrap` and `native-wrap`: noted only for
+    /// the image volume (absent: the copy, as in records made before image volumes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary_source: Option<BinaryForm>,
+    /// Where the binary comes from and why, said in the report (not kept).
+    #[serde(skip)]
+    pub binary_note: Option<String>,
     /// What of the containers' own settings could not be carried over (said in the report,
     /// not kept).
     #[serde(skip)]
@@ -85,6 +93,8 @@ impl Record {
             created_lists: vec![],
             added_annotations: vec![],
             absent: Absent::default(),
+            binary_source: None,
+            binary_note: None,
             caveats: vec![],
         }
     }

@@ -299,15 +299,14 @@ fn apply(
         let mut copy = t.0.clone();
         let mut attempt = Template(&mut copy);
         match one(&mut attempt, m, roles, opts, resolver) {
-            Ok(record) => {
+            Ok(mut record) => {
                 *t.0 = copy;
-                let note = (!tried.is_empty()).then(|| {
-                    tried
-                        .iter()
-                        .map(|r: &Refusal| format!("not {r}"))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                });
+                let notes: Vec<String> = tried
+                    .iter()
+                    .map(|r: &Refusal| format!("not {r}"))
+                    .chain(record.binary_note.take())
+                    .collect();
+                let note = (!notes.is_empty()).then(|| notes.join("; "));
                 return Ok((record, note));
             }
             Err(r) => tried.push(r),

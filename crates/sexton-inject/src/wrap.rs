@@ -1,5 +1,7 @@
-//! `wrap`: the in-pod supervisor, as `examples/job-sidecar.yaml` does by hand. An init
-//! container copies the static `sexton` into an `emptyDir`; every container of
+//! `wrap`: the in-pod supervisor, as `examples/job-sidecar.yaml` does by hand. The static
+//! `sexton` is at `/sexton/sexton` in every container: from the sexton image mounted as an
+//! image volume, or copied by an init container into an `emptyDir` (`binary_source.rs`
+//! chooses); every container of
 //! `spec.containers` runs its own process behind `/sexton/sexton --`, records its life in a
 //! memory-backed graveyard `emptyDir`, and gets the settings of the sidecar contract
 //! (`contract.rs`: sidecars stop after all mains, in reverse order, also on pod deletion;
@@ -10,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::binary_source::{self, BinaryForm};
 use crate::contract::{Group, StartOrder, plan};
 use crate::entrypoint::{Resolve, needs_image, wrapped};
 use crate::markers::{has_env, has_marker, strip_markers};
@@ -56,8 +59,8 @@ pub fn supervise(
     Ok(record)
 }
 
-/// The containers `names` behind the supervisor, each with its `settings`; the install
-/// init container and the volumes added. Nothing is changed if one of them cannot be (the
+/// The containers `names` behind the supervisor, each with its `settings`; the binary's
+/// volume (and with the copy, the install init container) and the graveyard added. Nothing is changed if one of them cannot be (the
 /// refusal says `wrap`: a caller of another mechanism says its own).
 pub fn behind_supervisor(
     t: &mut Template,
@@ -69,8 +72,12 @@ pub fn behind_supervisor(
 ) -> Result<(), Refusal> {
     check_pod(t)?;
     let commands = commands(t, names, resolver)?;
-    add_volumes(t, record);
-    add_install(t, opts, record);
+    let (form, why) = binary_source::choose(t, opts).map_err(refuse)?;
+    record.binary_note = why;
+    add_volumes(t, form, opts, record);
+    if form == BinaryForm::Copy {
+        add_install(t, opts, record);
+    }
     put_behind(t, names, commands, settings, record);
     Ok(())
 }
@@ -145,6 +152,19 @@ fn check_pod(t: &Template) -> Result<(), Refusal> {
             "spec.initContainers already has a container named {INSTALL:?}"
         )));
     }
+    // (KEP-5532: the pod restarted in place keeps its volumes, the graveyard too, where the
+    // tombstones of the mains' first run would end the sidecars again at once)
+    let restarts_all = t.init_containers().iter().find(|c| {
+        crate::template::list(c, "restartPolicyRules")
+            .iter()
+            .any(|r| r["action"] == "RestartAllContainers")
+    });
+    if let Some(c) = restarts_all {
+        return Err(refuse(format!(
+            "init container {:?} restarts every container on exit (restartPolicyRules RestartAllContainers, Kubernetes 1.36+), and the pod restarted in place would keep the graveyard whose tombstones end the sidecars at once: use --strategy native",
+            name(c)
+        )));
+    }
     Ok(())
 }
 
@@ -156,6 +176,11 @@ fn check_container(c: &Value) -> Result<(), Refusal> {
     if program == "sexton" || program == "kubexit" {
         return Err(refuse(format!(
             "container {n:?} already runs {first:?} (command); it is wrapped already"
+        )));
+    }
+    if c.get("restartPolicyRules").is_some_and(|r| !r.is_null()) {
+        return Err(refuse(format!(
+            "container {n:?} sets restartPolicyRules (container restart rules, Kubernetes 1.35+): the kubelet would restart it after an exit its supervisor records as its end, and its sidecars would be stopped under it: use --strategy native"
         )));
     }
     if has_env(c, "KUBEXIT_GRAVEYARD") {
@@ -202,10 +227,20 @@ fn wrapped_command(c: &Value, resolver: &dyn Resolve) -> Result<Command, Refusal
     })
 }
 
-fn add_volumes(t: &mut Template, record: &mut Record) {
+/// The binary's volume (the sexton image, whose file `/sexton` appears at `/sexton/sexton`;
+/// or the `emptyDir` the copy goes to) and the graveyard's.
+fn add_volumes(t: &mut Template, form: BinaryForm, opts: &Options, record: &mut Record) {
     record.before_list(t, "volumes");
+    let bin = match form {
+        BinaryForm::ImageVolume => {
+            record.binary_source = Some(form);
+            record.binary_note = Some(format!("binary from image volume {}", opts.sexton_image));
+            json!({"name": BIN_VOLUME, "image": {"reference": opts.sexton_image}})
+        }
+        BinaryForm::Copy => json!({"name": BIN_VOLUME, "emptyDir": {"sizeLimit": "20Mi"}}),
+    };
     t.spec_list_mut("volumes").extend([
-        json!({"name": BIN_VOLUME, "emptyDir": {"sizeLimit": "20Mi"}}),
+        bin,
         // memory-backed: tombstone writes stay off the node's disk (and fsync is free)
         json!({"name": GRAVEYARD_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}),
     ]);

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sexton_inject::{
-    ImageCommand, Options, Position, Report, Resolve, Strategy, Unresolved, inject, uninject,
+    ImageCommand, Options, Position, Report, Resolve, Runtimes, Strategy, Unresolved, inject,
+    uninject,
 };
 
 /// Images as a registry would describe them.
@@ -90,6 +91,11 @@ fn options(first_line: &str) -> Options {
             ["--strategy", s] => o.strategy = s.parse::<Strategy>().unwrap(),
             ["--sidecar", n] => o.sidecars.push(n.to_string()),
             ["--native-position", "first"] => o.position = Position::First,
+            ["--binary-source", s] => o.binary_source = s.parse().unwrap(),
+            ["--container-runtime", r] => match &mut o.runtimes {
+                Runtimes::Given(list) => list.push(r.to_string()),
+                _ => o.runtimes = Runtimes::Given(vec![r.to_string()]),
+            },
             ["--kubernetes-version", v] => {
                 let (a, b) = v.split_once('.').unwrap();
                 o.kubernetes_version = Some((a.parse().unwrap(), b.parse().unwrap()));

@@ -217,7 +217,7 @@ async fn testenv_smoke() {
         v["serverVersion"]["gitVersion"]
             .as_str()
             .unwrap()
-            .starts_with("v1.34."),
+            .starts_with("v1.37."),
         "{v}"
     );
 }

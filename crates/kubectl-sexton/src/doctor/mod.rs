@@ -4,13 +4,14 @@
 //!
 //! This is the glue: flags, the client, which checks run, output and exit code. Each
 //! family of checks is a file (`cluster.rs`, `components.rs`, `admission.rs`, `nodes.rs`,
-//! `stuck_pods.rs`, `manifests.rs`); `report.rs` is the pure report.
+//! `image_volumes.rs`, `stuck_pods.rs`, `manifests.rs`); `report.rs` is the pure report.
 
 mod access;
 mod admission;
 mod cluster;
 mod components;
 mod ctx;
+mod image_volumes;
 mod manifests;
 mod nodes;
 mod report;
@@ -34,7 +35,7 @@ use report::{EXIT_CANNOT_RUN, Report};
 #[derive(Args, Debug)]
 #[command(
     about = "Find stuck Jobs, stripped native sidecars and legacy sidecar patterns, and the command that fixes each",
-    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, pods stuck with their mains done, sexton's own components, found by their labels whatever the Helm release is named) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
+    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, nodes whose runtime mounts image volumes empty and pods that failed on it, pods stuck with their mains done, sexton's own components, found by their labels whatever the Helm release is named) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
 )]
 pub struct DoctorFlags {
     #[command(flatten)]
@@ -123,10 +124,11 @@ async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
         cert_days: flags.cert_days,
         sexton_namespace: flags.sexton.sexton_namespace.clone(),
     };
-    let (components, admission, nodes, stuck) = tokio::join!(
+    let (components, admission, nodes, image_volumes, stuck) = tokio::join!(
         components::check(&ctx),
         admission::check(&ctx),
         nodes::check(&ctx),
+        image_volumes::check(&ctx),
         stuck_pods::check(&ctx),
     );
     Ok(Report::new(vec![
@@ -134,6 +136,7 @@ async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
         components,
         admission,
         nodes,
+        image_volumes,
         stuck,
     ]))
 }

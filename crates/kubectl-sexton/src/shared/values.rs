@@ -1,5 +1,6 @@
 //! Flag values several subcommands read: a Kubernetes version (`--kubernetes-version`, and
-//! the API server's own), and a timeout (`--registry-timeout`, `--request-timeout`).
+//! the API server's own), a timeout (`--registry-timeout`, `--request-timeout`), and a
+//! container runtime as nodes report it (`--container-runtime`).
 
 use std::time::Duration;
 
@@ -37,9 +38,32 @@ pub fn timeout(s: &str) -> Result<Duration, BadTimeout> {
     }
 }
 
+#[derive(Debug, thiserror::Error)]
+#[error("expected NAME://VERSION as nodes report it, such as containerd://2.1.4")]
+pub struct BadRuntime;
+
+/// `containerd://2.1.4`, `cri-o://1.33.2`: a node's `status.nodeInfo.containerRuntimeVersion`.
+pub fn runtime(s: &str) -> Result<String, BadRuntime> {
+    match s.trim().split_once("://") {
+        Some((name, version)) if !name.is_empty() && !version.is_empty() => Ok(s.trim().into()),
+        _ => Err(BadRuntime),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::version;
+    use super::{runtime, version};
+
+    #[test]
+    fn runtimes_as_nodes_report_them() {
+        assert_eq!(
+            runtime(" containerd://2.1.4").unwrap(),
+            "containerd://2.1.4"
+        );
+        for s in ["", "containerd", "containerd://", "://2.1", "2.1.4"] {
+            assert!(runtime(s).is_err(), "{s}");
+        }
+    }
 
     #[test]
     fn versions_as_providers_report_them() {

@@ -6,7 +6,7 @@
 //! Process shape: one multi-threaded tokio runtime; `POST /mutate` over TLS (certificate
 //! files reloaded when they change, or a self-managed CA and certificate in a Secret);
 //! metrics and health on plain HTTP ports of their own; the API server's version read at
-//! start and every few minutes (for `auto`).
+//! start and every few minutes, and the Nodes watched (`nodes.rs`), for `auto`.
 
 mod answer;
 mod certs;
@@ -14,6 +14,7 @@ mod chain;
 mod events;
 mod limits;
 mod metrics;
+mod nodes;
 mod requester;
 mod review;
 mod self_managed;
@@ -31,7 +32,7 @@ use axum::routing::post;
 use clap::Args;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use sexton_inject::{Catalogue, Options};
+use sexton_inject::{BinarySource, BinarySourceError, Catalogue, Options};
 use tracing::{info, warn};
 
 use crate::shared::catalogue::CatalogueFlags;
@@ -121,9 +122,12 @@ pub struct WebhookFlags {
     namespace: Option<String>,
     #[command(flatten)]
     kube: ServiceKubeFlags,
-    /// The image of the `sexton install` init container (wrap)
+    /// The sexton image (wrap, native-wrap): mounted as an image volume, or run by the `sexton install` init container that copies the binary
     #[arg(long, env = "SEXTON_IMAGE", value_name = "IMAGE", default_value = concat!("ghcr.io/sexton-dev/sexton:", env!("CARGO_PKG_VERSION")))]
     sexton_image: String,
+    /// Where wrap and native-wrap get the supervisor's binary: image-volume, copy, or auto (image-volume where the API server's version and the runtimes of the nodes a Pod can land on support it: the webhook watches Nodes; else copy)
+    #[arg(long, env = "SEXTON_BINARY_SOURCE", value_name = "SOURCE", default_value = "auto", value_parser = binary_source)]
+    binary_source: BinarySource,
     /// Assume this Kubernetes version (MAJOR.MINOR) instead of asking the API server
     #[arg(long, value_name = "MAJOR.MINOR", value_parser = version)]
     kubernetes_version: Option<(u32, u32)>,
@@ -200,6 +204,9 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
         Err(e) => return unusable(&e),
     }
     tokio::spawn(chain::keep_chain(client.clone(), reviewer.clone()));
+    if flags.binary_source == BinarySource::Auto {
+        tokio::spawn(nodes::keep_nodes(client.clone(), reviewer.clone()));
+    }
     tokio::spawn(keep_version(
         client.clone(),
         reviewer,
@@ -270,6 +277,7 @@ fn reviewer(
         sexton_image: flags.sexton_image.clone(),
         kubernetes_version: flags.kubernetes_version,
         catalogue: Arc::new(catalogue),
+        binary_source: flags.binary_source,
         ..Options::default()
     };
     let reporter = Reporter {
@@ -286,6 +294,11 @@ fn reviewer(
         secrets,
         client.clone(),
     )
+}
+
+/// `--binary-source`.
+fn binary_source(s: &str) -> Result<BinarySource, BinarySourceError> {
+    s.parse()
 }
 
 /// Reads the API server's version now and every few minutes, unless it was given.
