@@ -100,7 +100,7 @@ const TABLE: &[(&str, Expected)] = &[
             (
                 "Job/istio-quit",
                 "warning",
-                "drop the quit call; the proxy is injected at admission, so name it for sexton's webhook: annotate the pod template sexton.dev/sidecars=istio-proxy (the mesh's container name) and `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: kubectl sexton inject --sidecar PROXY -f FILE",
+                "drop the quit call; the proxy is injected at admission, and sexton's webhook ends the injected sidecars it recognises (Istio's istio-proxy, Linkerd's linkerd-proxy, ...: `kubectl sexton doctor` lists them per Job) with no declaration: `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: kubectl sexton inject --sidecar PROXY -f FILE",
             ),
             (
                 "Job/cloudsql-quit",
@@ -115,6 +115,14 @@ const TABLE: &[(&str, Expected)] = &[
             "Job/sleep-loop",
             "warning",
             "drop the loop, then: kubectl sexton inject --sidecar proxy -f FILE",
+        )],
+    ),
+    (
+        "kube-inject.yaml",
+        &[(
+            "Job/kube-injected",
+            "warning",
+            "kubectl sexton inject -f FILE",
         )],
     ),
     (
@@ -206,7 +214,7 @@ fn each_fix_fixes_its_file() {
             ran += 1;
         }
     }
-    assert_eq!(ran, 7);
+    assert_eq!(ran, 8);
 }
 
 #[test]
@@ -243,6 +251,10 @@ fn manifests_from_a_directory_and_stdin_and_bad_input() {
         (vec!["-f", "/no/such/file.yaml"], "-f /no/such/file.yaml"),
         (vec!["-f", "-"], "-f -: not YAML or JSON"),
         (vec!["--stuck-after", "soon"], "--stuck-after"),
+        (
+            vec!["--sidecar-catalogue", "/no/such/catalogue.yaml"],
+            "--sidecar-catalogue /no/such/catalogue.yaml",
+        ),
     ] {
         let out = doctor(&args, Some("{not: [yaml"));
         let err = text(&out.stderr);
@@ -387,8 +399,10 @@ async fn a_clean_namespace_is_ok() {
             "api-server",
             "components",
             "admission",
+            "webhook-chain",
             "virtual-kubelet",
             "image-volumes",
+            "injected-sidecars",
             "stuck-pods"
         ]
     );
@@ -506,10 +520,11 @@ async fn a_webhook_that_strips_native_sidecars_is_found_and_named() {
         message.contains("came back with restartPolicy unset"),
         "{message}"
     );
+    // (after whichever of sexton's configurations sorts first: other tests register some)
     assert!(
         message.contains(&format!(
-            "suspects: MutatingWebhookConfiguration {name} webhook {name}.test.sexton.dev (runs after sexton-webhook, reinvocationPolicy Never)"
-        )),
+            "suspects: MutatingWebhookConfiguration {name} webhook {name}.test.sexton.dev (runs after sexton-webhook"
+        )) && message.contains("reinvocationPolicy Never)"),
         "{message}"
     );
     // webhooks of other namespaces are not suspects
@@ -528,11 +543,23 @@ async fn a_webhook_that_strips_native_sidecars_is_found_and_named() {
 
 /// Plays the kubelet: `main` exited 0 `ago` seconds ago, `proxy` still runs.
 async fn main_done(client: &Client, ns: &str, name: &str, ago: i64) {
+    main_done_with(client, ns, name, ago, "proxy", json!({})).await
+}
+
+/// As `main_done`, the sidecar named `sidecar`, the pod annotated `annotations`.
+async fn main_done_with(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    ago: i64,
+    sidecar: &str,
+    annotations: Value,
+) {
     let api = Api::<Pod>::namespaced(client.clone(), ns);
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name},
+        "metadata": {"name": name, "annotations": annotations},
         "spec": {"restartPolicy": "Never", "nodeName": FAKE_NODE, "automountServiceAccountToken": false,
-            "containers": [{"name": "main", "image": "app:1"}, {"name": "proxy", "image": "proxy:1"}]},
+            "containers": [{"name": "main", "image": "app:1"}, {"name": sidecar, "image": "proxy:1"}]},
     }))
     .unwrap();
     api.create(&PostParams::default(), &pod).await.unwrap();
@@ -544,7 +571,7 @@ async fn main_done(client: &Client, ns: &str, name: &str, ago: i64) {
         &Patch::Merge(json!({"status": {"phase": "Running", "containerStatuses": [
             status("main", json!({"terminated": {"exitCode": 0, "reason": "Completed",
                 "startedAt": (finished - SignedDuration::from_secs(5)).to_string(), "finishedAt": finished.to_string()}})),
-            status("proxy", json!({"running": {"startedAt": (finished - SignedDuration::from_secs(5)).to_string()}})),
+            status(sidecar, json!({"running": {"startedAt": (finished - SignedDuration::from_secs(5)).to_string()}})),
         ]}})),
     )
     .await
@@ -671,9 +698,39 @@ async fn a_check_without_the_rights_it_needs_reports_its_own_error() {
     }
     let limited = format!("system:serviceaccount:{}:limited", ns.0);
     wait_allowed(&ns.0, &limited, "create", "pods");
+    // a Job whose pod has Istio's sidecar: found, though who ends it cannot be known
+    apply(
+        &s,
+        &vendor_job(&ns.0, "meshed", istio(), json!({}), &["istio-proxy"], &[]),
+    );
+    wait_pods(&ns.0, 1);
     let kc = service_account_kubeconfig(&ns.0, "limited", &s.path("kubeconfig"));
     let (code, report) = doctor_json(&ns.0, Some(&kc), &[]);
     assert_eq!(code, 1, "{report:#}");
+    let refused = "forbidden: cannot list mutatingwebhookconfigurations.admissionregistration.k8s.io (cluster-wide): ";
+    let chain = check(&report, "webhook-chain");
+    assert_eq!(chain["status"], "error", "{chain:#}");
+    assert!(
+        chain["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(refused),
+        "{chain:#}"
+    );
+    let f = finding(
+        &report,
+        "injected-sidecars",
+        &format!("job {}/meshed", ns.0),
+    );
+    assert_eq!(f["status"], "warning", "{f:#}");
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "\"istio-proxy\" (Istio, annotation sidecar.istio.io/status): not ended unless sexton's webhook serves namespace {}, which is unknown: {refused}",
+            ns.0
+        )),
+        "{message}"
+    );
     let vk = check(&report, "virtual-kubelet");
     assert_eq!(vk["status"], "error", "{vk:#}");
     assert!(
@@ -779,4 +836,538 @@ async fn components_are_found_whatever_the_release_name() {
     let f = finding(format!("secret {}/batch-sexton-webhook-tls tls.crt", ns.0));
     assert_eq!(f["status"], "warning", "{f:#}");
     assert!(f["message"].as_str().unwrap().contains("under 30"), "{f:#}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Vendors' injected sidecars and the webhook chain
+
+/// The finding of check `name` about `object`.
+fn finding(report: &Value, name: &str, object: &str) -> Value {
+    let c = check(report, name);
+    c["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["object"] == object)
+        .unwrap_or_else(|| panic!("{name}: nothing about {object}: {c:#}"))
+        .clone()
+}
+
+/// Istio's marker, as its injector leaves it on a pod.
+fn istio() -> Value {
+    json!({"sidecar.istio.io/status": r#"{"initContainers":["istio-init"],"containers":["istio-proxy"]}"#})
+}
+
+/// A Job of `main` and `sidecars` (native ones in `natives`), its template carrying the
+/// vendor's `annotations` and `labels` as the vendor's webhook would have left them on the
+/// pods. The test API server's Job controller creates its pod (no scheduler runs: it stays
+/// Pending).
+fn vendor_job(
+    ns: &str,
+    name: &str,
+    annotations: Value,
+    labels: Value,
+    sidecars: &[&str],
+    natives: &[&str],
+) -> Value {
+    let container =
+        |n: &str| json!({"name": n, "image": format!("example.com/{n}:1"), "command": ["/run"]});
+    let mut containers = vec![container("main")];
+    containers.extend(sidecars.iter().map(|n| container(n)));
+    let inits: Vec<Value> = natives
+        .iter()
+        .map(|n| {
+            let mut c = container(n);
+            c["restartPolicy"] = json!("Always");
+            c
+        })
+        .collect();
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns},
+        "spec": {"backoffLimit": 0, "template": {
+            "metadata": {"annotations": annotations, "labels": labels},
+            "spec": {"restartPolicy": "Never", "automountServiceAccountToken": false,
+                "initContainers": inits, "containers": containers}}}})
+}
+
+/// A CronJob whose template asks a vendor's webhook for its sidecar (`annotations`).
+fn asking_cronjob(ns: &str, name: &str, annotations: Value) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name, "namespace": ns},
+        "spec": {"schedule": "0 3 * * *", "suspend": true, "jobTemplate": {"spec": {"template": {
+            "metadata": {"annotations": annotations},
+            "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "example.com/main:1"}]}}}}}})
+}
+
+/// Waits (bounded) until the Job controller has created `n` pods in `ns`.
+fn wait_pods(ns: &str, n: usize) {
+    let mut last = String::new();
+    let created = wait_until(Duration::from_secs(60), || {
+        let out = kubectl(&["get", "pods", "-n", ns, "-o", "name"]);
+        last = text(&out.stdout);
+        last.lines().count() >= n
+    });
+    assert!(created, "{n} pod(s) in {ns} not created in 60 s: {last}");
+}
+
+/// A MutatingWebhookConfiguration `name` of Pod CREATE webhooks (`(webhook, path,
+/// reinvocationPolicy, more namespaceSelector expressions)`) calling a loopback port nobody
+/// serves (failurePolicy Ignore: Pods are admitted unchanged), for the namespaces labelled
+/// `key=true` only, so that no other test's Pods see it. `ca`: a real certificate, so that
+/// the components check of doctor tests running meanwhile finds it valid.
+fn stand_in(
+    name: &str,
+    key: &str,
+    hooks: &[(&str, &str, &str, Value)],
+    labels: Value,
+    ca: &str,
+) -> Value {
+    let port = free_port();
+    let webhooks: Vec<Value> = hooks
+        .iter()
+        .map(|(hook, path, policy, more)| {
+            let mut selector = vec![json!({"key": key, "operator": "In", "values": ["true"]})];
+            selector.extend(more.as_array().into_iter().flatten().cloned());
+            json!({
+                "name": hook,
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchExpressions": selector},
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "timeoutSeconds": 1,
+                "reinvocationPolicy": policy,
+            })
+        })
+        .collect();
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": labels}, "webhooks": webhooks})
+}
+
+/// Jobs whose pods have vendors' sidecars (as the vendors' webhooks leave them: container and
+/// marker) in a namespace sexton's webhook serves and in one it does not, CronJobs that ask
+/// a vendor's webhook for its sidecar, and a chain of configurations around sexton's: the
+/// doctor lists each Job's sidecars and how each will be ended, and the chain in the API
+/// server's order; sexton's configuration without IfNeeded is found, and the fix it gives,
+/// run, makes the finding go.
+#[tokio::test(flavor = "current_thread")]
+async fn injected_sidecars_per_job_and_the_webhook_chain() {
+    let client = admin_client().await;
+    let s = Scratch::new("doctor-injected");
+    let key = format!("sexton-test-doctor-chain-{}", std::process::id());
+    let mine = format!("{key}=true");
+    let served = Ns::new(&client, "doctor-served", &[&mine]).await;
+    let other = Ns::new(&client, "doctor-unserved", &[&mine]).await;
+
+    // the pods first, admitted before any configuration below exists (and before the
+    // namespace is served): as the vendors' webhooks left them
+    let vault = json!({"vault.hashicorp.com/agent-inject-status": "injected"});
+    let cloudsql = json!({"cloudsql.cloud.google.com/orders": "1,gcr.io/cloud-sql-connectors/cloud-sql-proxy:2"});
+    let jobs = [
+        vendor_job(
+            &other.0,
+            "istio-job",
+            istio(),
+            json!({}),
+            &["istio-proxy"],
+            &[],
+        ),
+        vendor_job(
+            &other.0,
+            "vault-native",
+            vault.clone(),
+            json!({}),
+            &[],
+            &["vault-agent"],
+        ),
+        // a container named as Istio's without its marker: nobody's injection
+        vendor_job(
+            &other.0,
+            "look-alike",
+            json!({}),
+            json!({}),
+            &["istio-proxy"],
+            &[],
+        ),
+        vendor_job(
+            &served.0,
+            "vault-job",
+            vault,
+            json!({}),
+            &["vault-agent"],
+            &[],
+        ),
+        vendor_job(
+            &served.0,
+            "datadog-job",
+            json!({}),
+            json!({"agent.datadoghq.com/sidecar": "fargate"}),
+            &["datadog-agent-injected"],
+            &[],
+        ),
+        vendor_job(
+            &served.0,
+            "acme-job",
+            json!({}),
+            json!({"acme.example/injected": "true"}),
+            &["acme-proxy"],
+            &[],
+        ),
+    ];
+    for j in &jobs {
+        apply(&s, j);
+    }
+    // one Job injected by `kubectl sexton inject` (wrap): its record names the sidecar
+    let wrapped = s.path("wrapped.json");
+    std::fs::write(
+        &wrapped,
+        vendor_job(
+            &served.0,
+            "wrapped-job",
+            cloudsql,
+            json!({}),
+            &["csql-orders"],
+            &[],
+        )
+        .to_string(),
+    )
+    .unwrap();
+    let injected = Command::new(KUBECTL_SEXTON)
+        .args(["inject", "--strategy", "wrap", "-o", "json", "-f"])
+        .arg(&wrapped)
+        .output()
+        .unwrap();
+    assert!(injected.status.success(), "{}", text(&injected.stderr));
+    assert!(
+        text(&injected.stderr)
+            .contains("wrap (sidecars: csql-orders [Cloud SQL Auth Proxy, injected])"),
+        "{}",
+        text(&injected.stderr)
+    );
+    apply(&s, &serde_json::from_slice(&injected.stdout).unwrap());
+    wait_pods(&other.0, 3);
+    wait_pods(&served.0, 4);
+    let ask_vault = json!({"vault.hashicorp.com/agent-inject": "true"});
+    apply(
+        &s,
+        &asking_cronjob(&other.0, "vault-cron", ask_vault.clone()),
+    );
+    apply(&s, &asking_cronjob(&served.0, "vault-cron", ask_vault));
+
+    // the chain, for this test's namespaces only: an admin's vendor (Acme, IfNeeded) and an
+    // Istio revision before sexton's, Vault (its configuration named as a Helm release
+    // names it) after
+    let (key_file, crt) = (s.path("ca.key"), s.path("ca.crt"));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "365",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        key_file.to_str().unwrap(),
+        "-out",
+        crt.to_str().unwrap(),
+    ]);
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&crt).unwrap());
+    let pid = std::process::id();
+    let names = [
+        format!("acme-injector-{pid}"),
+        format!("istio-sidecar-injector-sexton-test-{pid}"),
+        format!("sexton-webhook-doctor-{pid}"),
+        format!("zz-sexton-test-{pid}-agent-injector-cfg"),
+    ];
+    let _configs = Cleanup(
+        names
+            .iter()
+            .map(|n| format!("mutatingwebhookconfiguration/{n}"))
+            .collect(),
+    );
+    let none = json!([]);
+    let enabled =
+        |op: &str| json!([{"key": "sexton.dev/inject", "operator": op, "values": ["enabled"]}]);
+    let sextons = json!({"app.kubernetes.io/name": "sexton-webhook"});
+    let configs = [
+        stand_in(
+            &names[0],
+            &key,
+            &[("acme.example.com", "/inject", "IfNeeded", none.clone())],
+            json!({}),
+            &ca,
+        ),
+        stand_in(
+            &names[1],
+            &key,
+            &[(
+                "rev.namespace.sidecar-injector.istio.io",
+                "/inject",
+                "Never",
+                none.clone(),
+            )],
+            json!({}),
+            &ca,
+        ),
+        // sexton's, as deploy/ has it but not called again
+        stand_in(
+            &names[2],
+            &key,
+            &[
+                ("inject.sexton.dev", "/mutate", "Never", enabled("In")),
+                (
+                    "annotated.inject.sexton.dev",
+                    "/mutate/annotated",
+                    "Never",
+                    enabled("NotIn"),
+                ),
+            ],
+            sextons,
+            &ca,
+        ),
+        stand_in(
+            &names[3],
+            &key,
+            &[("vault.hashicorp.com", "/mutate", "Never", none)],
+            json!({}),
+            &ca,
+        ),
+    ];
+    for c in &configs {
+        apply(&s, c);
+    }
+    let out = kubectl(&["label", "namespace", &served.0, "sexton.dev/inject=enabled"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let acme = s.path("acme.yaml");
+    std::fs::write(
+        &acme,
+        "- name: Acme Mesh\n  containers: [acme-proxy]\n  markers: [{on: label, key: acme.example/injected, value: \"true\"}]\n  webhook: {configurations: [\"acme-injector-*\"], reinvocation: Never, doneWhen: nameInContainers}\n",
+    )
+    .unwrap();
+    let catalogue = ["--sidecar-catalogue", acme.to_str().unwrap()];
+
+    // the namespace sexton's webhook does not serve (not labelled)
+    let (code, report) = doctor_json(&other.0, None, &catalogue);
+    assert_eq!(code, 1, "{report:#}");
+    let f = finding(
+        &report,
+        "injected-sidecars",
+        &format!("job {}/istio-job", other.0),
+    );
+    assert_eq!(f["status"], "warning", "{f:#}");
+    assert!(
+        f["message"].as_str().unwrap().ends_with(&format!(
+            "\"istio-proxy\" (Istio, annotation sidecar.istio.io/status): not ended: nothing ends it (namespace {} is not labelled sexton.dev/inject=enabled, and the pod does not ask with the annotation sexton.dev/inject)",
+            other.0
+        )),
+        "{f:#}"
+    );
+    assert_eq!(
+        f["fix"],
+        format!(
+            "kubectl label namespace {} sexton.dev/inject=enabled; or switch on Istio's own native sidecars: annotate the pod template sidecar.istio.io/nativeSidecar=true",
+            other.0
+        )
+    );
+    let f = finding(
+        &report,
+        "injected-sidecars",
+        &format!("job {}/vault-native", other.0),
+    );
+    assert_eq!(f["status"], "ok", "{f:#}");
+    assert!(f["message"].as_str().unwrap().contains("\"vault-agent\" (Vault Agent, annotation vault.hashicorp.com/agent-inject-status=injected): a native sidecar already"), "{f:#}");
+    let f = finding(
+        &report,
+        "injected-sidecars",
+        &format!("cronjob {}/vault-cron", other.0),
+    );
+    assert_eq!(f["status"], "warning", "{f:#}");
+    assert!(f["message"].as_str().unwrap().starts_with("its pod template: \"vault-agent\" (Vault Agent, asks for it: annotation vault.hashicorp.com/agent-inject=true): not ended"), "{f:#}");
+    let objects: Vec<&str> = check(&report, "injected-sidecars")["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["object"].as_str().unwrap())
+        .collect();
+    assert!(
+        !objects.iter().any(|o| o.ends_with("/look-alike")),
+        "{objects:?}"
+    );
+
+    // the namespace it serves: the pods admitted before are not injected, new ones will be
+    let (code, report) = doctor_json(&served.0, None, &catalogue);
+    assert_eq!(code, 1, "{report:#}");
+    let f = finding(
+        &report,
+        "injected-sidecars",
+        &format!("job {}/vault-job", served.0),
+    );
+    assert_eq!(f["status"], "warning", "{f:#}");
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains("(Vault Agent, annotation vault.hashicorp.com/agent-inject-status=injected): not ended in this pod, admitted without sexton")
+            && message.ends_with("ends it in new pods: made a native sidecar, or wrapped where native sidecars cannot run"),
+        "{message}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("kubectl delete pod -n {} vault-job-", served.0)),
+        "{f:#}"
+    );
+    // vendors whose webhook is called again and looks for the sidecar by name: by default
+    // (Datadog's), and as this cluster registers it (Acme's, the admin's entry says Never)
+    for (job, vendor, container) in [
+        ("datadog-job", "Datadog Agent", "datadog-agent-injected"),
+        ("acme-job", "Acme Mesh", "acme-proxy"),
+    ] {
+        let f = finding(
+            &report,
+            "injected-sidecars",
+            &format!("job {}/{job}", served.0),
+        );
+        assert!(
+            f["message"].as_str().unwrap().ends_with(&format!(
+                "wrapped, not made native: {vendor}'s webhook is called again after sexton's and looks for \"{container}\" by name in spec.containers"
+            )),
+            "{f:#}"
+        );
+    }
+    let f = finding(
+        &report,
+        "injected-sidecars",
+        &format!("job {}/wrapped-job", served.0),
+    );
+    assert_eq!(f["status"], "ok", "{f:#}");
+    assert!(f["message"].as_str().unwrap().contains("\"csql-orders\" (Cloud SQL Auth Proxy, annotation cloudsql.cloud.google.com/orders): ended by sexton (sexton.dev/injected: wrap): the in-pod supervisor stops it"), "{f:#}");
+    let f = finding(
+        &report,
+        "injected-sidecars",
+        &format!("cronjob {}/vault-cron", served.0),
+    );
+    assert_eq!(f["status"], "ok", "{f:#}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("ended by sexton's webhook ("),
+        "{f:#}"
+    );
+
+    // the chain for that namespace: this test's configurations in the API server's order
+    // (others' may be there too), the vendors named, sexton's found not called again
+    let chain = check(&report, "webhook-chain");
+    let at = |name: &str| -> usize {
+        chain["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|f| f["object"] == format!("mutatingwebhookconfiguration {name}"))
+            .unwrap_or_else(|| panic!("{name} not in the chain: {chain:#}"))
+    };
+    let order: Vec<usize> = names.iter().map(|n| at(n)).collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "{order:?}: {chain:#}"
+    );
+    let message = |i: usize| {
+        chain["findings"][order[i]]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(message(0).contains("runs before sexton's ") && message(0).ends_with("; Acme Mesh's injector, called again after sexton's changed a Pod and looking for [\"acme-proxy\"] by name in spec.containers: sexton leaves that sidecar there and wraps it (it is not made native, which would have it injected twice)"), "{}", message(0));
+    assert!(
+        message(1).contains("(reinvocationPolicy Never); runs before sexton's ")
+            && message(1).ends_with("; Istio's injector"),
+        "{}",
+        message(1)
+    );
+    assert!(
+        message(3).contains("runs after sexton's ")
+            && message(3).ends_with("; Vault Agent's injector"),
+        "{}",
+        message(3)
+    );
+    assert!(
+        chain["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{} (sexton's)", names[2]))
+            && chain["summary"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("Vault Agent ({})", names[3])),
+        "{chain:#}"
+    );
+    let sexton = &chain["findings"][order[2]];
+    assert_eq!(sexton["status"], "warning", "{sexton:#}");
+    assert!(
+        sexton["message"]
+            .as_str()
+            .unwrap()
+            .contains("[\"inject.sexton.dev\"] without reinvocationPolicy IfNeeded"),
+        "{sexton:#}"
+    );
+    // the fix, run as given, makes the finding go
+    let fix = sexton["fix"].as_str().unwrap();
+    let out = Command::new("sh")
+        .args(["-c", fix])
+        .env("KUBECONFIG", &testenv().kubeconfig)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{fix}: {}", text(&out.stderr));
+    let (_, report) = doctor_json(&served.0, None, &catalogue);
+    let sexton = finding(
+        &report,
+        "webhook-chain",
+        &format!("mutatingwebhookconfiguration {}", names[2]),
+    );
+    assert_eq!(sexton["status"], "ok", "{sexton:#}");
+    assert_eq!(
+        sexton["message"],
+        format!(
+            "#{}: sexton's webhook: webhook inject.sexton.dev (reinvocationPolicy IfNeeded)",
+            order[2] + 1
+        )
+    );
+
+    // recognition off: nothing is looked for
+    let (_, report) = doctor_json(&served.0, None, &["--recognise=false"]);
+    let c = check(&report, "injected-sidecars");
+    assert_eq!(
+        (&c["status"], c["findings"].as_array().unwrap().len()),
+        (&json!("ok"), 0),
+        "{c:#}"
+    );
+    // and without the admin's entry, Acme's sidecar is nobody's
+    let (_, report) = doctor_json(&served.0, None, &[]);
+    let objects = check(&report, "injected-sidecars")["findings"].to_string();
+    assert!(!objects.contains("acme-job"), "{objects}");
+}
+
+/// A pod kept Running by a vendor's injected sidecar: the stuck-pods check names the vendor
+/// and gives the webhook's fix (its manifest has no such container to inject).
+#[tokio::test(flavor = "current_thread")]
+async fn a_stuck_pod_names_its_vendors_sidecar() {
+    let client = admin_client().await;
+    let ns = Ns::new(&client, "doctor-stuck-vendor", &[]).await;
+    main_done_with(&client, &ns.0, "meshed", 300, "istio-proxy", istio()).await;
+    let (code, report) = doctor_json(&ns.0, None, &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let f = finding(&report, "stuck-pods", &format!("pod {}/meshed", ns.0));
+    assert!(
+        f["message"].as_str().unwrap().contains("still run and keep the pod Running; \"istio-proxy\" is an injected sidecar (Istio, annotation sidecar.istio.io/status): sexton's webhook ends it with no declaration"),
+        "{f:#}"
+    );
+    assert_eq!(
+        f["fix"],
+        format!("kubectl label namespace {} sexton.dev/inject=enabled", ns.0)
+    );
 }

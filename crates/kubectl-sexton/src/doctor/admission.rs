@@ -9,17 +9,16 @@
 use std::collections::BTreeMap;
 
 use futures_util::{StreamExt, stream};
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{ListParams, PostParams};
-use kube::core::{Selector, SelectorExt};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::access::{Access, AccessError, answer, optional};
+use super::access::{Access, AccessError, answer};
 use super::ctx::{Ctx, Namespaces};
 use super::report::{Check, Finding, Status};
+use super::webhooks::{self, matches_pod_create, selects, selects_namespace};
 use crate::shared::components::{DEFAULT_WEBHOOK_CONFIGURATION, is_sexton_webhook_configuration};
 
 pub const NAME: &str = "admission";
@@ -58,7 +57,6 @@ pub async fn check(ctx: &Ctx) -> Check {
         .iter()
         .filter(|(_, o)| matches!(o, Outcome::Survived))
         .count();
-    let mut configurations = None;
     let mut findings = vec![];
     for (ns, outcome) in outcomes {
         let object = format!("namespace {ns}");
@@ -71,11 +69,9 @@ pub async fn check(ctx: &Ctx) -> Check {
             ),
             Outcome::Failed(e) => Finding::new(Status::Error, object, e.to_string()),
             Outcome::Stripped(came_back) => {
-                if configurations.is_none() {
-                    configurations = Some(webhook_configurations(ctx).await);
-                }
-                let configs = configurations.as_ref().expect("just listed");
-                let labels = namespace_labels(ctx, &ns).await;
+                let configs = webhooks::configurations(ctx).await;
+                // unreadable: selectors go unevaluated
+                let labels = webhooks::namespace_labels(ctx, &ns).await.ok().flatten();
                 stripped(&ns, came_back, configs, labels.as_ref())
             }
         });
@@ -159,32 +155,6 @@ fn read(pod: &Pod) -> Outcome {
         ))),
         None => Outcome::Stripped(None),
     }
-}
-
-async fn webhook_configurations(
-    ctx: &Ctx,
-) -> Result<Vec<MutatingWebhookConfiguration>, AccessError> {
-    let list = Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
-        .list(&ListParams::default())
-        .await;
-    answer(
-        Access::new(
-            "list",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-        ),
-        list,
-    )
-    .map(|l| l.items)
-}
-
-/// The namespace's labels; `None` if they cannot be read (selectors then go unevaluated).
-async fn namespace_labels(ctx: &Ctx, ns: &str) -> Option<BTreeMap<String, String>> {
-    let got = Api::<Namespace>::all(ctx.client.clone()).get(ns).await;
-    let access = Access::new("get", "namespaces").named(ns);
-    optional(access, got)
-        .ok()
-        .flatten()
-        .map(|n| n.labels().clone())
 }
 
 /// The finding for a namespace whose probe lost its native sidecar.
@@ -292,38 +262,6 @@ fn suspects(
         }
     }
     names
-}
-
-/// Whether a rule of the webhook covers `CREATE` of core `v1` `pods`.
-fn matches_pod_create(w: &MutatingWebhook) -> bool {
-    let has = |list: &Option<Vec<String>>, want: &[&str]| {
-        list.iter().flatten().any(|x| want.contains(&x.as_str()))
-    };
-    w.rules.iter().flatten().any(|r| {
-        has(&r.operations, &["CREATE", "*"])
-            && has(&r.api_groups, &["", "*"])
-            && has(&r.api_versions, &["v1", "*"])
-            && has(&r.resources, &["pods", "*", "*/*"])
-            && r.scope.as_deref().is_none_or(|s| s != "Cluster")
-    })
-}
-
-/// Whether the webhook's namespaceSelector selects the namespace; `None` if unknown.
-fn selects_namespace(
-    w: &MutatingWebhook,
-    labels: Option<&BTreeMap<String, String>>,
-) -> Option<bool> {
-    selects(w.namespace_selector.as_ref(), labels?)
-}
-
-/// A label selector on labels (absent: everything); `None` if it cannot be read.
-fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> Option<bool> {
-    let Some(selector) = selector else {
-        return Some(true);
-    };
-    Selector::try_from(selector.clone())
-        .ok()
-        .map(|s| s.matches(labels))
 }
 
 #[cfg(test)]

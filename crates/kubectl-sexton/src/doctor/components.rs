@@ -5,12 +5,10 @@
 //! not a fault (each is optional); one installed and not working is.
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::ListParams;
 use kube::{Api, CustomResourceExt, Resource, ResourceExt};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -18,6 +16,7 @@ use rustls::pki_types::pem::PemObject;
 use super::access::{Access, AccessError, answer, optional};
 use super::ctx::Ctx;
 use super::report::{Check, Finding, Status};
+use super::webhooks;
 use crate::shared::certs::not_after;
 use crate::shared::components::{self, Part};
 use crate::shared::ephemeraljob::EphemeralJob;
@@ -54,7 +53,12 @@ pub async fn check(ctx: &Ctx) -> Check {
 }
 
 fn refused(e: AccessError) -> Finding {
-    let object = match &e {
+    refused_ref(&e)
+}
+
+/// A refusal the checks share (the configurations' list).
+fn refused_ref(e: &AccessError) -> Finding {
+    let object = match e {
         AccessError::Forbidden { access, .. } | AccessError::Failed { access, .. } => {
             access.resource.to_string()
         }
@@ -171,17 +175,13 @@ fn crd_version(crd: &CustomResourceDefinition, object: String) -> Finding {
 /// labels them) and the serving certificate in the Secret each webhook Deployment uses
 /// (its `--tls-secret`, else its `tls` volume), if that Secret exists.
 async fn certificates(ctx: &Ctx, webhooks: &[Deployment]) -> Result<Vec<Finding>, AccessError> {
-    let access = Access::new(
-        "list",
-        "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-    );
-    let all = Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
-        .list(&ListParams::default())
-        .await;
-    let all = answer(access, all)?.items;
+    let all = match webhooks::configurations(ctx).await {
+        Ok(all) => all,
+        Err(e) => return Ok(vec![refused_ref(e)]),
+    };
     let now = Timestamp::now().as_second();
     let days = ctx.cert_days;
-    let configs = components::webhook_configurations(&all);
+    let configs = components::webhook_configurations(all);
     let mut findings = vec![];
     if configs.is_empty() {
         findings.push(Finding::new(

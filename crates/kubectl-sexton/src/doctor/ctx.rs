@@ -1,12 +1,18 @@
-//! What every cluster check is given: the client, the namespaces to look at, the flags.
+//! What every cluster check is given: the client, the namespaces to look at, the flags, and
+//! what several checks read, asked of the API once and shared (the first check to need it
+//! makes the request; the others wait for its answer).
 
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
+use sexton_inject::Catalogue;
+use tokio::sync::OnceCell;
 
 use super::access::{Access, AccessError, answer};
+use super::reduced::RunPod;
 
 /// Which namespaces the namespaced checks look at.
 #[derive(Debug, Clone)]
@@ -46,4 +52,32 @@ pub struct Ctx {
     pub stuck_after: Duration,
     pub cert_days: u32,
     pub sexton_namespace: String,
+    /// The vendors' injected sidecars to recognise (`--recognise`, `--sidecar-catalogue`).
+    pub catalogue: Catalogue,
+    /// The cluster's MutatingWebhookConfigurations (`webhooks::configurations`).
+    pub configurations: OnceCell<Result<Vec<MutatingWebhookConfiguration>, AccessError>>,
+    /// The checked namespaces' pods that are not done yet (`pods::running`).
+    pub pods: OnceCell<Result<Vec<RunPod>, AccessError>>,
+}
+
+impl Ctx {
+    pub fn new(
+        client: Client,
+        namespaces: Namespaces,
+        stuck_after: Duration,
+        cert_days: u32,
+        sexton_namespace: String,
+        catalogue: Catalogue,
+    ) -> Ctx {
+        Ctx {
+            client,
+            namespaces,
+            stuck_after,
+            cert_days,
+            sexton_namespace,
+            catalogue,
+            configurations: OnceCell::new(),
+            pods: OnceCell::new(),
+        }
+    }
 }

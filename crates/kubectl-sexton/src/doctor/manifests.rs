@@ -1,7 +1,11 @@
 //! Manifest checks (`-f`), pure: in the pod templates of Jobs and CronJobs (and Lists of
 //! them), the patterns that leave Jobs running or that sexton replaces, each with the
 //! `kubectl sexton inject` command that fixes its file:
-//! - sidecars in `spec.containers` with nothing to end them;
+//! - sidecars in `spec.containers` with nothing to end them: a vendor's injected sidecar the
+//!   catalogue recognises (its name and the template's marker, as in `istioctl kube-inject`'s
+//!   output, which `kubectl sexton inject` ends without `--sidecar`), a container named as a
+//!   vendor's sidecar, a well-known sidecar image or name the catalogue does not cover
+//!   (fluent-bit, ...), or a server (ports, probes) beside containers that are not;
 //! - kubexit wrappers (sexton is a drop-in; or make the sidecars native);
 //! - OpenKruise markers, which need a controller to act on them;
 //! - mesh quit-endpoint calls (`curl -X POST localhost:15020/quitquitquit`, ...);
@@ -12,20 +16,19 @@
 
 use serde_json::Value;
 use sexton_inject::{
-    ANNOTATION_INJECT, ANNOTATION_INJECTED, ANNOTATION_SIDECARS, ENV_KRUISE_SIDECAR, Source,
-    declared_roles,
+    ANNOTATION_INJECT, ANNOTATION_INJECTED, ANNOTATION_SIDECARS, Catalogue, ENV_KRUISE_SIDECAR,
+    Source, declared_roles,
 };
 
 use super::report::{Check, Finding, Status};
 
 pub const NAME: &str = "manifests";
 
-/// Images and container names that are sidecars wherever they appear.
+/// Images and container names that are sidecars wherever they appear, beside the container
+/// names of the catalogue's vendors (`istio-proxy`, `linkerd-proxy`, `vault-agent`, ...).
 const KNOWN_SIDECARS: &[&str] = &[
-    "istio-proxy",
     "proxyv2",
     "envoy",
-    "linkerd-proxy",
     "cloud-sql-proxy",
     "cloudsql-proxy",
     "alloydb-auth-proxy",
@@ -35,8 +38,6 @@ const KNOWN_SIDECARS: &[&str] = &[
     "otel-collector",
     "opentelemetry-collector",
     "datadog-agent",
-    "vault-agent",
-    "consul-dataplane",
     "oauth2-proxy",
     "promtail",
     "filebeat",
@@ -52,14 +53,14 @@ const QUIT_CALLS: &[&str] = &[
     "linkerd-await",
 ];
 
-pub fn check(files: &[(String, Vec<Value>)]) -> Check {
+pub fn check(files: &[(String, Vec<Value>)], catalogue: &Catalogue) -> Check {
     let mut findings = vec![];
     let mut templates = 0;
     for (path, docs) in files {
         for (i, doc) in docs.iter().enumerate() {
             for (object, template) in templates_of(path, i, doc) {
                 templates += 1;
-                findings.extend(check_template(path, &object, template));
+                findings.extend(check_template(path, &object, template, catalogue));
             }
         }
     }
@@ -124,7 +125,12 @@ fn inject(path: &str, sidecars: &[String]) -> String {
     format!("{cmd} -f {quoted}")
 }
 
-fn check_template(path: &str, object: &str, template: &Value) -> Vec<Finding> {
+fn check_template(
+    path: &str,
+    object: &str,
+    template: &Value,
+    catalogue: &Catalogue,
+) -> Vec<Finding> {
     let annotations = &template["metadata"]["annotations"];
     if !annotations[ANNOTATION_INJECTED].is_null() || annotations[ANNOTATION_INJECT] == "disabled" {
         return vec![];
@@ -135,6 +141,19 @@ fn check_template(path: &str, object: &str, template: &Value) -> Vec<Finding> {
         .flatten()
         .collect();
     let name = |c: &Value| c["name"].as_str().unwrap_or("").to_string();
+    let like = |c: &Value| sidecar_like(c, template, catalogue);
+    // `inject` recognises these itself: they need no --sidecar
+    let recognised: Vec<String> = catalogue
+        .recognise(template)
+        .into_iter()
+        .map(|r| r.container)
+        .collect();
+    let flags = |names: Vec<String>| -> Vec<String> {
+        names
+            .into_iter()
+            .filter(|n| !recognised.contains(n))
+            .collect()
+    };
     let mut findings = vec![];
     let roles = declared_roles(&mut template.clone());
 
@@ -176,16 +195,24 @@ fn check_template(path: &str, object: &str, template: &Value) -> Vec<Finding> {
             // the proxy to end: in the manifest, or injected at admission by the mesh
             let proxies: Vec<String> = containers
                 .iter()
-                .filter(|o| name(o) != name(c) && sidecar_like(o).is_some())
+                .filter(|o| name(o) != name(c) && like(o).is_some())
                 .map(|o| name(o))
                 .collect();
-            let fix = if proxies.is_empty() {
+            let fix = if !proxies.is_empty() {
+                format!(
+                    "drop the quit call, then: {}",
+                    inject(path, &flags(proxies))
+                )
+            } else if catalogue.vendors.is_empty() {
                 format!(
                     "drop the quit call; the proxy is injected at admission, so name it for sexton's webhook: annotate the pod template {ANNOTATION_SIDECARS}=istio-proxy (the mesh's container name) and `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: {}",
                     inject(path, &["PROXY".into()])
                 )
             } else {
-                format!("drop the quit call, then: {}", inject(path, &proxies))
+                format!(
+                    "drop the quit call; the proxy is injected at admission, and sexton's webhook ends the injected sidecars it recognises (Istio's istio-proxy, Linkerd's linkerd-proxy, ...: `kubectl sexton doctor` lists them per Job) with no declaration: `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: {}",
+                    inject(path, &["PROXY".into()])
+                )
             };
             findings.push(
                 Finding::new(
@@ -210,9 +237,9 @@ fn check_template(path: &str, object: &str, template: &Value) -> Vec<Finding> {
 
     // sidecars nothing ends: not declared, not covered by a legacy mechanism above
     if roles.is_none() && findings.is_empty() && containers.len() > 1 {
-        let sidecars: Vec<(String, &'static str)> = containers
+        let sidecars: Vec<(String, String)> = containers
             .iter()
-            .filter_map(|c| sidecar_like(c).map(|why| (name(c), why)))
+            .filter_map(|c| like(c).map(|why| (name(c), why)))
             .collect();
         if !sidecars.is_empty() && sidecars.len() < containers.len() {
             let names: Vec<String> = sidecars.iter().map(|(n, _)| n.clone()).collect();
@@ -226,7 +253,7 @@ fn check_template(path: &str, object: &str, template: &Value) -> Vec<Finding> {
                     object,
                     format!("sidecars in spec.containers with nothing to end them: {}; the pods run on after the main containers finish", why.join(", ")),
                 )
-                .fix(inject(path, &names)),
+                .fix(inject(path, &flags(names))),
             );
         }
     }
@@ -285,10 +312,22 @@ fn sleep_until_file(script: &str) -> bool {
     loops && tests_file && script.contains("sleep")
 }
 
-/// Why a container looks like a sidecar (a known sidecar image or name, or a server that
+/// Why a container looks like a sidecar (a vendor's injected sidecar that the template's
+/// marker proves, a vendor's sidecar name, a known sidecar image or name, or a server that
 /// declares ports or probes), if it does.
-fn sidecar_like(c: &Value) -> Option<&'static str> {
+fn sidecar_like(c: &Value, template: &Value, catalogue: &Catalogue) -> Option<String> {
     let name = c["name"].as_str().unwrap_or("");
+    let injected = catalogue
+        .vendor_of(template, name)
+        .filter(|_| sexton_inject::run_to_completion(&template["spec"]));
+    if let Some(v) = injected {
+        let marker = v.markers.iter().find(|m| m.on_pod(template));
+        let marker = marker.map(|m| format!(": {m}")).unwrap_or_default();
+        return Some(format!("{}'s injected sidecar{marker}", v.name));
+    }
+    if let Some(v) = catalogue.vendor_named(name) {
+        return Some(format!("named as {}'s sidecar", v.name));
+    }
     let image = c["image"].as_str().unwrap_or("");
     // the image's repository name, without registry, path and tag
     let repo = image
@@ -299,13 +338,13 @@ fn sidecar_like(c: &Value) -> Option<&'static str> {
         .next()
         .unwrap_or("");
     if KNOWN_SIDECARS.iter().any(|k| repo == *k || name == *k) {
-        return Some("a known sidecar");
+        return Some("a known sidecar".into());
     }
     if c["ports"].as_array().is_some_and(|p| !p.is_empty()) {
-        return Some("serves ports");
+        return Some("serves ports".into());
     }
     if !c["readinessProbe"].is_null() || !c["livenessProbe"].is_null() {
-        return Some("has probes, as servers do");
+        return Some("has probes, as servers do".into());
     }
     None
 }
@@ -326,20 +365,33 @@ mod tests {
 
     #[test]
     fn sidecar_likeness() {
-        let c = |v: Value| sidecar_like(&v);
+        use serde_json::json;
+        let catalogue = Catalogue::default();
+        let plain = json!({"spec": {"restartPolicy": "Never"}});
+        let c = |v: Value| sidecar_like(&v, &plain, &catalogue);
         assert_eq!(
-            c(
-                serde_json::json!({"name": "x", "image": "gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.8"})
-            ),
+            c(json!({"name": "x", "image": "gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.8"}))
+                .as_deref(),
             Some("a known sidecar")
         );
         assert_eq!(
-            c(serde_json::json!({"name": "x", "image": "nginx", "ports": [{"containerPort": 80}]})),
+            c(json!({"name": "x", "image": "nginx", "ports": [{"containerPort": 80}]})).as_deref(),
             Some("serves ports")
         );
+        assert_eq!(c(json!({"name": "main", "image": "app:1"})), None);
+        // the catalogue's names: proven by the template's marker, or a name alone
+        let proxy = json!({"name": "istio-proxy", "image": "example.com/proxy"});
         assert_eq!(
-            c(serde_json::json!({"name": "main", "image": "app:1"})),
-            None
+            c(proxy.clone()).as_deref(),
+            Some("named as Istio's sidecar")
         );
+        let injected = json!({"metadata": {"annotations": {"sidecar.istio.io/status": "{}"}},
+            "spec": {"restartPolicy": "Never"}});
+        assert_eq!(
+            sidecar_like(&proxy, &injected, &catalogue).as_deref(),
+            Some("Istio's injected sidecar: annotation sidecar.istio.io/status")
+        );
+        // recognition off: neither
+        assert_eq!(sidecar_like(&proxy, &injected, &Catalogue::empty()), None);
     }
 }

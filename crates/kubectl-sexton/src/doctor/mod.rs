@@ -3,25 +3,34 @@
 //! the one write is a server-side dry run, which the API server does not persist.
 //!
 //! This is the glue: flags, the client, which checks run, output and exit code. Each
-//! family of checks is a file (`cluster.rs`, `components.rs`, `admission.rs`, `nodes.rs`,
-//! `image_volumes.rs`, `stuck_pods.rs`, `manifests.rs`); `report.rs` is the pure report.
+//! family of checks is a file (`cluster.rs`, `components.rs`, `admission.rs`, `chain.rs`,
+//! `nodes.rs`, `image_volumes.rs`, `injected.rs` with `ended.rs`, `stuck_pods.rs`, `manifests.rs`); what
+//! several read is listed once (`webhooks.rs`, `pods.rs`); `report.rs` is the pure report.
 
 mod access;
 mod admission;
+mod chain;
 mod cluster;
 mod components;
 mod ctx;
+mod ended;
+mod found;
 mod image_volumes;
+mod injected;
 mod manifests;
 mod nodes;
+mod pods;
+mod reduced;
 mod report;
 mod stuck_pods;
+mod webhooks;
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use clap::Args;
 
+use crate::shared::catalogue::{CatalogueFileError, CatalogueFlags};
 use crate::shared::cli::{
     NamespaceFlag, ReportFormat, ReportOutput, SextonNamespaceFlag, structured,
 };
@@ -31,11 +40,12 @@ use crate::shared::logging;
 use crate::shared::runtime::block_on;
 use ctx::{Ctx, Namespaces};
 use report::{EXIT_CANNOT_RUN, Report};
+use sexton_inject::Catalogue;
 
 #[derive(Args, Debug)]
 #[command(
-    about = "Find stuck Jobs, stripped native sidecars and legacy sidecar patterns, and the command that fixes each",
-    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, virtual-kubelet nodes, nodes whose runtime mounts image volumes empty and pods that failed on it, pods stuck with their mains done, sexton's own components, found by their labels whatever the Helm release is named) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
+    about = "Find stuck Jobs, vendors' injected sidecars nothing ends, stripped native sidecars and legacy sidecar patterns, and the command that fixes each",
+    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, the mutating webhooks in the order the API server calls them, virtual-kubelet nodes, nodes whose runtime mounts image volumes empty and pods that failed on it, the sidecars other vendors' webhooks injected into Jobs' pods and whether they will be ended, pods stuck with their mains done, sexton's own components, found by their labels whatever the Helm release is named) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). --recognise and --sidecar-catalogue are the webhook's: pass the same. Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
 )]
 pub struct DoctorFlags {
     #[command(flatten)]
@@ -58,6 +68,8 @@ pub struct DoctorFlags {
     cert_days: u32,
     #[command(flatten)]
     sexton: SextonNamespaceFlag,
+    #[command(flatten)]
+    catalogue: CatalogueFlags,
 }
 
 fn duration(s: &str) -> Result<Duration, sexton_core::duration::DurationError> {
@@ -71,6 +83,8 @@ enum CannotRun {
     Client(#[from] kube_client::ClientError),
     #[error(transparent)]
     Manifests(#[from] crate::shared::manifest::ReadError),
+    #[error(transparent)]
+    Catalogue(#[from] CatalogueFileError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -99,15 +113,16 @@ fn colour() -> bool {
 }
 
 fn report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
+    let catalogue = flags.catalogue.load()?;
     if !flags.filename.is_empty() {
         let files = crate::shared::manifest::read_each(&flags.filename)?;
-        return Ok(Report::new(vec![manifests::check(&files)]));
+        return Ok(Report::new(vec![manifests::check(&files, &catalogue)]));
     }
-    block_on(cluster_report(flags)).map_err(CannotRun::Runtime)?
+    block_on(cluster_report(flags, catalogue)).map_err(CannotRun::Runtime)?
 }
 
 /// Every cluster check, once the API server has answered at all.
-async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
+async fn cluster_report(flags: &DoctorFlags, catalogue: Catalogue) -> Result<Report, CannotRun> {
     let (client, version) = flags.kube.connect().await?;
     let namespaces = if flags.all_namespaces {
         Namespaces::All
@@ -117,26 +132,31 @@ async fn cluster_report(flags: &DoctorFlags) -> Result<Report, CannotRun> {
             &client,
         ))
     };
-    let ctx = Ctx {
+    let ctx = Ctx::new(
         client,
         namespaces,
-        stuck_after: flags.stuck_after,
-        cert_days: flags.cert_days,
-        sexton_namespace: flags.sexton.sexton_namespace.clone(),
-    };
-    let (components, admission, nodes, image_volumes, stuck) = tokio::join!(
+        flags.stuck_after,
+        flags.cert_days,
+        flags.sexton.sexton_namespace.clone(),
+        catalogue,
+    );
+    let (components, admission, chain, nodes, image_volumes, injected, stuck) = tokio::join!(
         components::check(&ctx),
         admission::check(&ctx),
+        chain::check(&ctx),
         nodes::check(&ctx),
         image_volumes::check(&ctx),
+        injected::check(&ctx),
         stuck_pods::check(&ctx),
     );
     Ok(Report::new(vec![
         cluster::check(&version),
         components,
         admission,
+        chain,
         nodes,
         image_volumes,
+        injected,
         stuck,
     ]))
 }

@@ -1,16 +1,20 @@
 //! Pods stuck with their work done: by the one rule the controller's stuck-pod detection
 //! uses (`crate::shared::stuck`), pods whose main containers all ended longer ago than
 //! `--stuck-after` while others still run and keep them Running. Each is named with its
-//! Job (if it has one), the containers still running, and the fix.
+//! Job (if it has one), the containers still running (a vendor's injected sidecar with its
+//! vendor and marker: sexton's webhook ends those with no declaration), and the fix.
 
 use crate::shared::pod::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use sexton_inject::Source;
+use sexton_inject::{Catalogue, Source};
 
 use super::access::{Access, answer};
 use super::ctx::Ctx;
+use super::found::{self, Place};
+use super::pods;
+use super::reduced::RunPod;
 use super::report::{Check, Finding, Status};
 use crate::shared::stuck::{Stuck, stuck};
 
@@ -28,7 +32,22 @@ pub async fn check(ctx: &Ctx) -> Check {
         Ok(p) => p.items,
         Err(e) => return Check::failed(NAME, "pods", e.to_string()),
     };
-    let findings = findings(&pods, Timestamp::now(), ctx.stuck_after);
+    // the vendors' sidecars are read from the pods as the injected-sidecars check lists
+    // them (once for both); unreadable, they go unnamed, and that check says why
+    let reduced: &[RunPod] = match ctx.catalogue.vendors.is_empty() {
+        true => &[],
+        false => pods::running(ctx)
+            .await
+            .as_ref()
+            .map_or(&[], |p| p.as_slice()),
+    };
+    let findings = findings(
+        &pods,
+        Timestamp::now(),
+        ctx.stuck_after,
+        reduced,
+        &ctx.catalogue,
+    );
     let after = sexton_core::duration::format_go_duration(ctx.stuck_after);
     let summary = match findings.len() {
         0 => format!(
@@ -42,14 +61,47 @@ pub async fn check(ctx: &Ctx) -> Check {
     Check::new(NAME, summary, findings)
 }
 
-/// A finding for each stuck pod, by the shared rule.
-pub fn findings(pods: &[Pod], now: Timestamp, after: std::time::Duration) -> Vec<Finding> {
+/// A finding for each stuck pod, by the shared rule; `reduced` has the pods whose vendors'
+/// sidecars are to be named (`catalogue`).
+pub fn findings(
+    pods: &[Pod],
+    now: Timestamp,
+    after: std::time::Duration,
+    reduced: &[RunPod],
+    catalogue: &Catalogue,
+) -> Vec<Finding> {
     pods.iter()
-        .filter_map(|p| stuck(p, now, after).map(|s| finding(p, &s)))
+        .filter_map(|p| {
+            let s = stuck(p, now, after)?;
+            let vendors = vendors(p, &s, reduced, catalogue);
+            Some(finding(p, &s, &vendors))
+        })
         .collect()
 }
 
-fn finding(pod: &Pod, s: &Stuck) -> Finding {
+/// `(container, "Istio, annotation sidecar.istio.io/status")` for each container still
+/// running that is a vendor's injected sidecar.
+fn vendors(
+    pod: &Pod,
+    s: &Stuck,
+    reduced: &[RunPod],
+    catalogue: &Catalogue,
+) -> Vec<(String, String)> {
+    let ns = pod.namespace().unwrap_or_default();
+    let Some(r) = reduced
+        .iter()
+        .find(|r| r.namespace == ns && r.name == pod.name_any())
+    else {
+        return vec![];
+    };
+    found::in_pod(&r.object, catalogue)
+        .into_iter()
+        .filter(|f| f.place == Place::Containers && s.teardown.running.contains(&f.container))
+        .map(|f| (f.container, format!("{}, {}", f.vendor.name, f.evidence)))
+        .collect()
+}
+
+fn finding(pod: &Pod, s: &Stuck, vendors: &[(String, String)]) -> Finding {
     let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
     let job = pod
         .owner_references()
@@ -57,7 +109,40 @@ fn finding(pod: &Pod, s: &Stuck) -> Finding {
         .find(|o| o.kind == "Job")
         .map(|o| format!(" (Job {})", o.name))
         .unwrap_or_default();
+    let object = format!("pod {ns}/{name}{job}");
     let t = &s.teardown;
+    let named: Vec<String> = vendors
+        .iter()
+        .map(|(c, v)| format!("{c:?} is an injected sidecar ({v})"))
+        .collect();
+    if !vendors.is_empty() && t.declared.is_none() {
+        // the vendors' sidecars are not in the workload's manifest: only the webhook can
+        // end them, and it needs no declaration
+        let others: Vec<&String> = t
+            .running
+            .iter()
+            .filter(|r| !vendors.iter().any(|(c, _)| c == *r))
+            .collect();
+        let label = format!("kubectl label namespace {ns} sexton.dev/inject=enabled");
+        let mut message = format!(
+            "{}; {}: sexton's webhook ends it with no declaration in new pods of namespaces labelled sexton.dev/inject=enabled (the injected-sidecars check says whether this one is)",
+            s.what(),
+            named.join(", ")
+        );
+        let mut fix = label;
+        if !others.is_empty() {
+            let flags: Vec<&str> = others.iter().map(|o| o.as_str()).collect();
+            let inject = format!(
+                "kubectl sexton inject --sidecar {} -f MANIFEST",
+                flags.join(" --sidecar ")
+            );
+            message.push_str(&format!(
+                "; nothing declares {others:?} sidecars: inject the workload ({inject})"
+            ));
+            fix = format!("{fix}, and: {inject}");
+        }
+        return Finding::new(Status::Error, object, message).fix(fix);
+    }
     let fix = match t.declared {
         None => format!(
             "kubectl sexton inject --sidecar {} -f MANIFEST",
@@ -68,7 +153,11 @@ fn finding(pod: &Pod, s: &Stuck) -> Finding {
         ),
         Some(_) => "kubectl sexton inject -f MANIFEST".to_string(),
     };
-    Finding::new(Status::Error, format!("pod {ns}/{name}{job}"), s.message()).fix(fix)
+    let mut message = s.message();
+    if !named.is_empty() {
+        message.push_str(&format!("; {}", named.join(", ")));
+    }
+    Finding::new(Status::Error, object, message).fix(fix)
 }
 
 #[cfg(test)]
@@ -97,7 +186,13 @@ mod tests {
     fn stuck_pods_name_their_job_running_sidecars_and_fix() {
         let now: Timestamp = "2026-11-25T10:00:00Z".parse().unwrap();
         let minute = std::time::Duration::from_secs(60);
-        let f = findings(&[pod(json!([]), true)], now, minute);
+        let f = findings(
+            &[pod(json!([]), true)],
+            now,
+            minute,
+            &[],
+            &Catalogue::default(),
+        );
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].object, "pod ns/p (Job j)");
         assert!(
@@ -110,7 +205,13 @@ mod tests {
             Some("kubectl sexton inject --sidecar proxy -f MANIFEST")
         );
         let marked = json!([{"name": "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT", "value": "true"}]);
-        let f = findings(&[pod(marked, false)], now, minute);
+        let f = findings(
+            &[pod(marked, false)],
+            now,
+            minute,
+            &[],
+            &Catalogue::default(),
+        );
         assert_eq!(f[0].object, "pod ns/p");
         assert!(
             f[0].fix
@@ -119,6 +220,63 @@ mod tests {
                 .starts_with("kubectl get events -n ns")
         );
         // under the threshold: nothing
-        assert!(findings(&[pod(json!([]), true)], now, 3 * minute).is_empty());
+        assert!(
+            findings(
+                &[pod(json!([]), true)],
+                now,
+                3 * minute,
+                &[],
+                &Catalogue::default()
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_vendors_injected_sidecar_is_named_and_the_fix_is_the_webhooks() {
+        let now: Timestamp = "2026-11-25T10:00:00Z".parse().unwrap();
+        let status = |c: &str, state: serde_json::Value| json!({"name": c, "image": "x", "imageID": "", "ready": false, "restartCount": 0, "state": state});
+        let full = json!({
+            "metadata": {"name": "p", "namespace": "ns", "annotations": {"sidecar.istio.io/status": "{}"}},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "x"}, {"name": "istio-proxy", "image": "x"}, {"name": "logs", "image": "x"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                status("main", json!({"terminated": {"exitCode": 0, "finishedAt": "2026-11-25T09:58:00Z"}})),
+                status("istio-proxy", json!({"running": {}})),
+                status("logs", json!({"running": {}}))]},
+        });
+        let pod: Pod = serde_json::from_value(full.clone()).unwrap();
+        let catalogue = Catalogue::default();
+        let reduced = crate::doctor::reduced::reduce(
+            &full,
+            &crate::doctor::reduced::annotation_keys(&catalogue),
+        )
+        .unwrap();
+        let minute = std::time::Duration::from_secs(60);
+        let f = findings(
+            std::slice::from_ref(&pod),
+            now,
+            minute,
+            &[reduced],
+            &catalogue,
+        );
+        assert!(
+            f[0].message.contains("; \"istio-proxy\" is an injected sidecar (Istio, annotation sidecar.istio.io/status): sexton's webhook ends it with no declaration")
+                && f[0].message.contains("nothing declares [\"logs\"] sidecars"),
+            "{}",
+            f[0].message
+        );
+        assert_eq!(
+            f[0].fix.as_deref(),
+            Some(
+                "kubectl label namespace ns sexton.dev/inject=enabled, and: kubectl sexton inject --sidecar logs -f MANIFEST"
+            )
+        );
+        // without the pod's markers (unreadable), the shared rule's advice, as before
+        let f = findings(std::slice::from_ref(&pod), now, minute, &[], &catalogue);
+        assert_eq!(
+            f[0].fix.as_deref(),
+            Some("kubectl sexton inject --sidecar istio-proxy --sidecar logs -f MANIFEST")
+        );
     }
 }

@@ -137,8 +137,15 @@ impl Stuck {
                 "they are declared sidecars ({source}) but nothing ends them: inject the workload (`kubectl sexton inject -f MANIFEST`) or label the namespace sexton.dev/inject=enabled for the webhook"
             ),
         };
+        format!("{}; {fix}", self.what())
+    }
+
+    /// What is stuck, without the advice: `main container(s) [..] terminated Ns ago, but
+    /// [..] still run and keep the pod Running`.
+    pub fn what(&self) -> String {
+        let t = &self.teardown;
         format!(
-            "main container(s) {:?} terminated {}s ago, but {:?} still run and keep the pod Running; {fix}",
+            "main container(s) {:?} terminated {}s ago, but {:?} still run and keep the pod Running",
             t.mains,
             self.for_.as_secs(),
             t.running
