@@ -74,6 +74,25 @@ impl DeathTrigger {
     }
 }
 
+/// When the shutdown hooks run (`KUBEXIT_SHUTDOWN_HOOKS_ON`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HooksOn {
+    /// After any exit of the child.
+    Exit,
+    /// Only when the child, and every container they wait for, exited 0.
+    Success,
+}
+
+impl HooksOn {
+    pub fn parse(s: &str) -> Result<Self, NotOneOf> {
+        one_of(
+            s,
+            &[("exit", Self::Exit), ("success", Self::Success)],
+            "`exit` or `success`",
+        )
+    }
+}
+
 /// Whether one death dependency's death stops the child, or only all of theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeathDepsMode {
@@ -200,6 +219,8 @@ pub struct Config {
     pub ready_timeout: Duration,
     pub shutdown_hooks: Vec<HttpUrl>,
     pub shutdown_hook_timeout: Duration,
+    pub shutdown_hooks_after: Vec<String>,
+    pub shutdown_hooks_on: HooksOn,
     pub log_format: LogFormat,
     pub log_level: LogLevel,
     pub command: Vec<OsString>,
@@ -438,6 +459,8 @@ impl Config {
             ready_timeout: r.duration(Id::ReadyTimeout, MORE_THAN_ZERO)?,
             shutdown_hooks: r.shutdown_hooks()?,
             shutdown_hook_timeout: r.duration(Id::ShutdownHookTimeout, MORE_THAN_ZERO)?,
+            shutdown_hooks_after: r.deps(Id::ShutdownHooksAfter, &name)?,
+            shutdown_hooks_on: r.get(Id::ShutdownHooksOn).parse(HooksOn::parse)?,
             log_format: r.get(Id::LogFormat).parse(LogFormat::parse)?,
             log_level: r.get(Id::LogLevel).parse(LogLevel::parse)?,
             command: checked_command(command)?,

@@ -18,6 +18,7 @@ pub mod machine;
 pub mod names;
 pub mod pre_stop;
 pub mod settings;
+pub mod shutdown;
 pub mod signal;
 pub mod tombstone;
 

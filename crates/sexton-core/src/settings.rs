@@ -44,6 +44,8 @@ pub enum Id {
     ShutdownHooks,
     ShutdownHookTimeout,
     ShutdownHooksAllowRemote,
+    ShutdownHooksAfter,
+    ShutdownHooksOn,
     LogFormat,
     LogLevel,
 }
@@ -84,6 +86,8 @@ impl Id {
             Id::ShutdownHooks => "shutdown_hooks",
             Id::ShutdownHookTimeout => "shutdown_hook_timeout",
             Id::ShutdownHooksAllowRemote => "shutdown_hooks_allow_remote",
+            Id::ShutdownHooksAfter => "shutdown_hooks_after",
+            Id::ShutdownHooksOn => "shutdown_hooks_on",
             Id::LogFormat => "log_format",
             Id::LogLevel => "log_level",
         }
@@ -310,6 +314,22 @@ pub const SETTINGS: &[Setting] = &[
         help: "Allow shutdown hooks to non-loopback hosts (refused by default: these endpoints are local-only by design).",
     },
     Setting {
+        id: Id::ShutdownHooksAfter,
+        flag: "shutdown-hooks-after",
+        env: "KUBEXIT_SHUTDOWN_HOOKS_AFTER",
+        default: Some(""),
+        value_name: "NAMES",
+        help: "Comma list of containers that must have died too (their tombstones, or their free locks, say so) for this container's shutdown hooks to run: the last of them to die runs the hooks (the mains of a pod whose sidecars only a quit endpoint ends).",
+    },
+    Setting {
+        id: Id::ShutdownHooksOn,
+        flag: "shutdown-hooks-on",
+        env: "KUBEXIT_SHUTDOWN_HOOKS_ON",
+        default: Some("exit"),
+        value_name: "exit|success",
+        help: "When the shutdown hooks run: after any `exit` of the child, or only on `success` (the child and every container of KUBEXIT_SHUTDOWN_HOOKS_AFTER exited 0; use with restartPolicy OnFailure, where a failed main is restarted).",
+    },
+    Setting {
         id: Id::LogFormat,
         flag: "log-format",
         env: "KUBEXIT_LOG_FORMAT",
@@ -329,7 +349,7 @@ pub const SETTINGS: &[Setting] = &[
 
 // `Id::setting` indexes the table: each setting stands at its id's place.
 const _: () = {
-    assert!(SETTINGS.len() == 29);
+    assert!(SETTINGS.len() == 31);
     let mut i = 0;
     while i < SETTINGS.len() {
         assert!(SETTINGS[i].id as usize == i);

@@ -224,6 +224,23 @@ impl Observer {
 }
 
 /// What a tombstone lookup says, for `classify`.
+/// A container's state read once, outside the loop's watch (the containers the shutdown
+/// hooks wait for, read when this one has died). As `Observer::read`: the tombstone, then
+/// the lock only if the record does not decide (a free lock says nothing where flock does
+/// not work), then the tombstone again if the lock says dead without a record.
+pub fn read_once(dir: &Path, name: &str, locks_work: bool) -> DepState {
+    let lock = || match locks::lock_state(dir, name) {
+        Ok(Lock::Free) if !locks_work => Lock::Unknown,
+        Ok(l) => l,
+        Err(_) => Lock::Unknown,
+    };
+    let state = classify(record_of(&files::read_tombstone(dir, name)), lock);
+    if state == (DepState::Dead { exit_code: None }) {
+        return classify(record_of(&files::read_tombstone(dir, name)), || Lock::Free);
+    }
+    state
+}
+
 fn record_of(lookup: &Lookup) -> Record<'_> {
     match lookup {
         Lookup::Absent => Record::Absent,

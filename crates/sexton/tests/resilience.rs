@@ -556,6 +556,86 @@ fn shutdown_hooks_after_child_exit() {
     );
 }
 
+/// Two mains of a pod whose vendor sidecar only a quit endpoint ends (`inject`'s `quit`):
+/// each names the other in KUBEXIT_SHUTDOWN_HOOKS_AFTER, so the first to end leaves the hooks
+/// to the last, which calls them once both are dead; under KUBEXIT_SHUTDOWN_HOOKS_ON=success
+/// a failure anywhere calls nothing (the kubelet restarts the failed main under OnFailure).
+#[test]
+fn shutdown_hooks_wait_for_every_main_and_success_when_asked() {
+    let pod = Pod::new("hooks-after");
+    let (port, seen) = recorder(200);
+    let hooks = format!("http://127.0.0.1:{port}/quitquitquit");
+    let main = |name: &str, other: &str, on: &str, cmd: &str| {
+        pod.container(
+            name,
+            &[
+                ("KUBEXIT_SHUTDOWN_HOOKS", &hooks),
+                ("KUBEXIT_SHUTDOWN_HOOKS_AFTER", other),
+                ("KUBEXIT_SHUTDOWN_HOOKS_ON", on),
+            ],
+            &["sh", "-c", cmd],
+        )
+    };
+    pod.fifo("b-go");
+    let mut b = main("b", "a", "exit", "read x < \"$POD/b-go\"; exit 0");
+    pod.wait_born("b");
+    let mut a = main("a", "b", "exit", "exit 0");
+    assert_eq!(a.wait(), 0);
+    a.wait_log("\"b\" (KUBEXIT_SHUTDOWN_HOOKS_AFTER) has not died");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the first main to end calls nothing"
+    );
+    fs::write(pod.path("b-go"), "go\n").unwrap();
+    assert_eq!(b.wait(), 0);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec!["POST /quitquitquit"],
+        "the last one calls once"
+    );
+
+    // success only: a main that failed calls nothing, nor does the other after it
+    let pod = Pod::new("hooks-success");
+    let (port, seen) = recorder(200);
+    let hooks = format!("http://127.0.0.1:{port}/quitquitquit");
+    let main = |name: &str, other: &str, cmd: &str| {
+        pod.container(
+            name,
+            &[
+                ("KUBEXIT_SHUTDOWN_HOOKS", &hooks),
+                ("KUBEXIT_SHUTDOWN_HOOKS_AFTER", other),
+                ("KUBEXIT_SHUTDOWN_HOOKS_ON", "success"),
+            ],
+            &["sh", "-c", cmd],
+        )
+    };
+    let mut a = main("a", "b", "exit 1");
+    assert_eq!(a.wait(), 1);
+    a.wait_log("the child exited 1 and KUBEXIT_SHUTDOWN_HOOKS_ON=success");
+    let mut b = main("b", "a", "exit 0");
+    assert_eq!(b.wait(), 0);
+    b.wait_log("\"a\" (KUBEXIT_SHUTDOWN_HOOKS_AFTER) did not exit 0");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    // a bad value is refused before anything starts, naming the variable
+    let out = Command::new(sexton_bin())
+        .env("KUBEXIT_NAME", "x")
+        .env("KUBEXIT_GRAVEYARD", &pod.graveyard)
+        .env("KUBEXIT_SHUTDOWN_HOOKS_ON", "sometimes")
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KUBEXIT_SHUTDOWN_HOOKS_ON") && err.contains("`exit` or `success`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn duplicate_container_name_is_refused() {
     let pod = Pod::new("dupname");

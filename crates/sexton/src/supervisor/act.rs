@@ -11,10 +11,12 @@ use tracing::{debug, error, info, warn};
 use super::Supervisor;
 use super::notes::say;
 use crate::events::Event;
+use crate::observe::read_once;
 use crate::process;
 use sexton_core::duration::format_go_duration;
-use sexton_core::machine::{Action, Outcome, Phase, Reason};
+use sexton_core::machine::{Action, DepState, Outcome, Phase, Reason};
 use sexton_core::pre_stop::PreStop;
+use sexton_core::shutdown::hooks_due;
 use sexton_core::signal::Signal;
 
 impl Supervisor {
@@ -217,10 +219,9 @@ impl Supervisor {
             ),
             Ok(()) => {}
         }
-        // After `Died` is recorded (dependents react at once), tell local proxies to quit.
-        for url in &self.settings.shutdown_hooks {
-            run_hook(url, self.settings.shutdown_hook_timeout);
-        }
+        // After `Died` is recorded (dependents react at once), tell local proxies to quit:
+        // unless the hooks wait for other containers too, or for successes only.
+        self.shutdown_hooks(o.exit_code);
         // A preStop hook still running is not left behind (as PID 1 the kernel would end it).
         if let Some(h) = self.hook.take() {
             let _ = process::kill_all(&h);
@@ -228,6 +229,34 @@ impl Supervisor {
         // Final sweep so no zombie outlives us when we are not PID 1.
         let _ = process::reap(None, None);
         o.exit_code
+    }
+}
+
+impl Supervisor {
+    /// The shutdown hooks, if they are due (sexton-core's `shutdown::hooks_due`): the
+    /// containers they wait for are read now, once this one's death is recorded.
+    fn shutdown_hooks(&self, exit_code: i32) {
+        let s = &self.settings;
+        if s.shutdown_hooks.is_empty() {
+            return;
+        }
+        let after: Vec<(String, DepState)> = s
+            .shutdown_hooks_after
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    read_once(&s.graveyard, n, self.record.locks_work()),
+                )
+            })
+            .collect();
+        if let Err(skip) = hooks_due(s.shutdown_hooks_on, exit_code, &after) {
+            info!("{}", skip.explain());
+            return;
+        }
+        for url in &s.shutdown_hooks {
+            run_hook(url, s.shutdown_hook_timeout);
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::probe::{HttpUrl, Probe};
-use sexton_core::config::{Config, PodRef, WatchMode};
+use sexton_core::config::{Config, HooksOn, PodRef, WatchMode};
 use sexton_core::machine::Policy;
 
 /// The configuration's settings that are the glue's, not the core's.
@@ -24,6 +24,8 @@ pub struct Settings {
     pub ready_timeout: Duration,
     pub shutdown_hooks: Vec<HttpUrl>,
     pub shutdown_hook_timeout: Duration,
+    pub shutdown_hooks_after: Vec<String>,
+    pub shutdown_hooks_on: HooksOn,
     pub command: Vec<OsString>,
 }
 
@@ -43,6 +45,8 @@ pub fn split(cfg: Config, pid1: bool) -> (Policy, Settings) {
         ready_timeout,
         shutdown_hooks,
         shutdown_hook_timeout,
+        shutdown_hooks_after,
+        shutdown_hooks_on,
         command,
         // the policy's: read back from the core from now on
         death_deps: _,
@@ -75,6 +79,8 @@ pub fn split(cfg: Config, pid1: bool) -> (Policy, Settings) {
         ready_timeout,
         shutdown_hooks,
         shutdown_hook_timeout,
+        shutdown_hooks_after,
+        shutdown_hooks_on,
         command,
     };
     (policy, settings)
