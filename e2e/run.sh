@@ -57,6 +57,13 @@
 #    The three strategies give the same outcome.
 # 13 An image volume that the runtime mounts without the binary (as k3s's containerd mounted
 #    them empty): the Job fails, and doctor names the empty image volume and the fix.
+# 14 A sidecar another vendor's webhook injects, nothing declared: the stand-in of Vault's
+#    injector (testenv/vendor-webhook) registered as Vault's own configuration
+#    (vault-agent-injector-cfg, which the API server calls after sexton's) adds a busybox
+#    vault-agent that serves Vault's quit endpoint; scenario 10's webhook ends it at its
+#    second call: auto (native), wrap, and quit (the mains' supervisor POSTs
+#    :8200/agent/v1/quit, turned on by vault.hashicorp.com/agent-enable-quit): each Job
+#    Complete, vault-agent ended with 0.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -145,7 +152,7 @@ stop_controllers() {
 # Scenario 10's webhook: its MutatingWebhookConfiguration deleted first (the API server
 # stops calling it), then the process stopped (SIGTERM; it answers for 5 s more, then exits;
 # SIGKILL after 15 s) and reaped; on any exit of this script too.
-WEBHOOK_PID="" WEBHOOK_CONFIG=""
+WEBHOOK_PID="" WEBHOOK_CONFIG="" VENDOR_PID="" VENDOR_CONFIG=""
 stop_webhook() {
   if [ -n "$WEBHOOK_CONFIG" ]; then
     kubectl delete mutatingwebhookconfiguration "$WEBHOOK_CONFIG" --ignore-not-found --request-timeout=20s >/dev/null 2>&1 \
@@ -165,6 +172,7 @@ REGISTRY_STARTED=0
 cleanup() {
   stop_controllers
   stop_webhook
+  stop_vendor
   if [ "$REGISTRY_STARTED" = 1 ]; then "$ROOT/scripts/registry.sh" down || true; fi
 }
 trap cleanup EXIT
@@ -652,31 +660,40 @@ template_spec() {
   kubectl -n "$1" get job "$2" -o jsonpath='{.spec.template.metadata.annotations} init=[{.spec.template.spec.initContainers}]{range .spec.template.spec.containers[*]} {.name} {.image} {.command} {.args} {.env};{end}'
 }
 
-scenario10() {
-  local dir="$E2E_STATE/webhook" log lab plain port s c job want phase got n0 u0
-  rm -rf "$dir"; mkdir -p "$dir"; log="$dir/webhook.log"
-  # its certificate: a CA of its own, a serving certificate for IP 127.0.0.1
+# start_webhook N DIR LABELLED_NS: the release binary's webhook on this machine, over TLS with
+# an openssl-made certificate for 127.0.0.1 (a CA of its own), on a port the kernel picks,
+# with admin credentials (the RBAC of deploy/rbac-webhook.yaml is tested in tests/webhook.rs),
+# registered by URL as sexton-e2e-PID (e2e/manifests/webhook-configuration.yaml; it sorts
+# where sexton-webhook does), and called by the API server: WEBHOOK_PID, WEBHOOK_CONFIG,
+# WEBHOOK_PORT, WEBHOOK_METRICS and WEBHOOK_LOG set. N names the scenario in failures.
+start_webhook() {
+  local n=$1 dir=$2 lab=$3 port
+  rm -rf "$dir"; mkdir -p "$dir"; WEBHOOK_LOG="$dir/webhook.log"
   ca_create "$dir" sexton-e2e-webhook-ca
   cert_issue "$dir" "$dir/serving" /CN=127.0.0.1 serverAuth "IP:127.0.0.1"
-  # listening on a port the kernel picks, said in its log; admin credentials (the RBAC of
-  # deploy/rbac-webhook.yaml is tested in tests/webhook.rs)
   "$CTL_BIN" webhook --listen 127.0.0.1:0 --tls-cert-file "$dir/serving.crt" --tls-key-file "$dir/serving.key" \
     --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --sexton-image sexton:e2e --kubeconfig "$KUBECONFIG" \
-    >"$log" 2>&1 &
+    >"$WEBHOOK_LOG" 2>&1 &
   WEBHOOK_PID=$!
-  wait_until 30 grep -q 'serving the webhook bound=' "$log" || fail "10: the webhook did not start: $(cat "$log")"
-  port=$(sed -n 's/.*serving the webhook bound=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
-  WEBHOOK_METRICS=$(sed -n 's/.*serving metrics-addr bound=\([0-9.:]*\).*/\1/p' "$log")
-  if [ -z "$port" ] || [ -z "$WEBHOOK_METRICS" ]; then fail "10: no addresses in the webhook's log: $(cat "$log")"; fi
+  wait_until 30 grep -q 'serving the webhook bound=' "$WEBHOOK_LOG" || fail "$n: the webhook did not start: $(cat "$WEBHOOK_LOG")"
+  port=$(sed -n 's/.*serving the webhook bound=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$WEBHOOK_LOG")
+  WEBHOOK_PORT=$port
+  WEBHOOK_METRICS=$(sed -n 's/.*serving metrics-addr bound=\([0-9.:]*\).*/\1/p' "$WEBHOOK_LOG")
+  if [ -z "$port" ] || [ -z "$WEBHOOK_METRICS" ]; then fail "$n: no addresses in the webhook's log: $(cat "$WEBHOOK_LOG")"; fi
   # auto's binary source reads the nodes' runtimes (until then it copies the binary)
-  wait_until 30 grep -q 'node runtimes known nodes=1' "$log" || fail "10: the webhook did not read the node: $(cat "$log")"
-
-  lab=$(fresh_ns webhook sexton.dev/inject=enabled) plain=$(fresh_ns webhook-unlabelled)
+  wait_until 30 grep -q 'node runtimes known nodes=1' "$WEBHOOK_LOG" || fail "$n: the webhook did not read the node: $(cat "$WEBHOOK_LOG")"
   WEBHOOK_CONFIG="sexton-e2e-$$"
   sed -e "s/NAME/$WEBHOOK_CONFIG/" -e "s/PORT/$port/g" -e "s/CA_BUNDLE/$(base64 -w0 "$dir/ca.crt")/g" \
-    "$M/webhook-configuration.yaml" | kubectl apply -f - >/dev/null || fail "10: cannot create the MutatingWebhookConfiguration"
+    "$M/webhook-configuration.yaml" | kubectl apply -f - >/dev/null || fail "$n: cannot create the MutatingWebhookConfiguration"
   wait_until 30 webhook_called "$lab" \
-    || fail "10: the API server did not call the webhook at https://127.0.0.1:$port within 30 s; its log: $(cat "$log")"
+    || fail "$n: the API server did not call the webhook at https://127.0.0.1:$port within 30 s; its log: $(cat "$WEBHOOK_LOG")"
+}
+
+scenario10() {
+  local dir="$E2E_STATE/webhook" log lab plain s c job want phase got n0 u0
+  lab=$(fresh_ns webhook sexton.dev/inject=enabled) plain=$(fresh_ns webhook-unlabelled)
+  start_webhook 10 "$dir" "$lab"
+  log=$WEBHOOK_LOG
 
   # the unlabelled namespace: the pod reaches the webhook (/mutate/annotated), which admits
   # it unchanged; with nothing to end it, the sidecar runs on after main
@@ -722,7 +739,7 @@ scenario10() {
   got=$(webhook_metric injected)
   [ "$got" = $((n0 + 4)) ] || fail "10: the webhook injected $((got - n0)) pods, want 4"
   stop_webhook
-  pass "10: the webhook on 127.0.0.1:$port (openssl certificate, caBundle): in the labelled namespace auto (native) and wrap (binary from an image volume): main 0 -> Complete, main 1 -> Failed, the sidecar ended with 0; unlabelled: the pod admitted unchanged, its sidecar still running"
+  pass "10: the webhook on 127.0.0.1:$WEBHOOK_PORT (openssl certificate, caBundle): in the labelled namespace auto (native) and wrap (binary from an image volume): main 0 -> Complete, main 1 -> Failed, the sidecar ended with 0; unlabelled: the pod admitted unchanged, its sidecar still running"
 }
 
 # Scenario 11: the SidecarTerminator of scenario 3 again, now run by the node from the
@@ -858,7 +875,95 @@ print(" | ".join("%s %s: %s; fix: %s" % (x["status"], x["object"], x["message"],
   pass "13: an image volume without the binary: the Job Failed, the runtime said no such file, and doctor named the empty image volume, the pitfall and the fix"
 }
 
-[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10 11 12 13
+# start_vendor VENDOR DIR LABEL: the stand-in of VENDOR's injector (testenv/vendor-webhook)
+# on this machine, registered under the vendor's own configuration name for the namespaces
+# labelled LABEL, its sidecar a busybox that serves the vendor's quit endpoint
+# (quit-server.sh). The configuration's name is the cargo tests' too (testbed::Vendor):
+# their lock is held meanwhile (fd 8).
+start_vendor() {
+  local vendor=$1 dir=$2 label=$3 bin port
+  bin=$("$ROOT/scripts/testenv.sh" vendor-webhook) || fail "14: cannot build testenv/vendor-webhook"
+  rm -rf "$dir"; mkdir -p "$dir"
+  ca_create "$dir" "sexton-e2e-$vendor-ca"
+  cert_issue "$dir" "$dir/serving" /CN=127.0.0.1 serverAuth "IP:127.0.0.1"
+  port=$(free_port)
+  "$bin" --vendor "$vendor" --print-configuration --url "https://127.0.0.1:$port/mutate" \
+    --ca-bundle "$dir/ca.crt" --namespace-label "$label" >"$dir/configuration.json" \
+    || fail "14: vendor-webhook --print-configuration failed"
+  VENDOR_CONFIG=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["metadata"]["name"])' <"$dir/configuration.json")
+  exec 8>"$TESTENV_STATE/vendor-$VENDOR_CONFIG.lock"
+  flock -w 120 8 || fail "14: $VENDOR_CONFIG is held by a test process for 120 s"
+  "$bin" --vendor "$vendor" --listen "127.0.0.1:$port" --cert "$dir/serving.crt" --key "$dir/serving.key" \
+    --image busybox:e2e --sidecar-command "$(python3 -c 'import json, sys; print(json.dumps(["/bin/busybox", "sh", "-c", open(sys.argv[1]).read()]))' "$ROOT/testenv/vendor-webhook/quit-server.sh")" \
+    >"$dir/vendor.log" 2>&1 &
+  VENDOR_PID=$!
+  kubectl apply -f "$dir/configuration.json" >/dev/null || fail "14: cannot register $VENDOR_CONFIG"
+}
+stop_vendor() {
+  if [ -n "$VENDOR_CONFIG" ]; then
+    kubectl delete mutatingwebhookconfiguration "$VENDOR_CONFIG" --ignore-not-found --request-timeout=20s >/dev/null 2>&1 || true
+    VENDOR_CONFIG=""
+    exec 8>&-
+  fi
+  if [ -n "$VENDOR_PID" ]; then
+    kill "$VENDOR_PID" 2>/dev/null || true
+    wait "$VENDOR_PID" 2>/dev/null || true
+    VENDOR_PID=""
+  fi
+}
+# Whether a dry-run Pod asking Vault's injector for its agent comes back with it, in NS.
+vault_called() {
+  kubectl -n "$1" create --dry-run=server -o json -f - <<'EOF' | grep -q '"vault-agent-init"'
+{"apiVersion": "v1", "kind": "Pod",
+ "metadata": {"name": "probe", "annotations": {"vault.hashicorp.com/agent-inject": "true"}},
+ "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:e2e"}]}}
+EOF
+}
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A container's exit code in a pod, init containers included (native sidecars).
+exit_of() { # ns pod container
+  kubectl -n "$1" get pod "$2" -o json | python3 -c '
+import json, sys
+pod, name = json.load(sys.stdin), sys.argv[1]
+for s in pod["status"].get("initContainerStatuses", []) + pod["status"].get("containerStatuses", []):
+    if s["name"] == name:
+        print((s.get("state", {}).get("terminated") or {}).get("exitCode", "running"))' "$3"
+}
+
+scenario14() {
+  local dir="$E2E_STATE/scenario14" ns label s job pod got want
+  label="sexton-e2e-vendor-$$=true"
+  ns=$(fresh_ns vendor sexton.dev/inject=enabled "$label")
+  start_webhook 14 "$dir/webhook" "$ns"
+  start_vendor vault "$dir/vault" "$label"
+  # the stand-in is called once the API server has read its configuration: a dry run shows it
+  wait_until 30 vault_called "$ns" \
+    || fail "14: the API server did not call the stand-in of Vault's injector; its log: $(cat "$dir/vault/vendor.log")"
+  for s in auto wrap quit; do
+    sed -e "s/STRATEGY/$s/g" -e '/sexton.dev\/inject: auto$/d' "$M/job-vendor.yaml" \
+      | if [ "$s" = quit ]; then sed 's/^\(        vault.hashicorp.com\/role: app\)$/\1\n        vault.hashicorp.com\/agent-enable-quit: "true"/'; else cat; fi \
+      | kubectl -n "$ns" create -f - >/dev/null || fail "14: cannot create the $s Job"
+  done
+  for s in auto wrap quit; do
+    job="vendor-$s"
+    kubectl -n "$ns" wait --for=condition=Complete "job/$job" --timeout=120s >/dev/null \
+      || fail "14: $job not Complete: $(all_states "$ns" "$job"); webhook log $WEBHOOK_LOG"
+    pod=$(job_pod "$ns" "$job")
+    got=$(exit_of "$ns" "$pod" vault-agent)
+    [ "$got" = 0 ] || fail "14: $job: vault-agent's exit: $got, want 0"
+    want=native; [ "$s" = auto ] || want=$s
+    got=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.annotations.sexton\.dev/injected}')
+    [[ "$got" == *"\"mechanism\":\"$want\""* && "$got" == *'"sidecars":["vault-agent"]'* ]] \
+      || fail "14: $job: sexton.dev/injected is '$got', want mechanism $want and sidecar vault-agent"
+  done
+  got=$(kubectl -n "$ns" logs "$(job_pod "$ns" vendor-quit)" -c vault-agent 2>&1)
+  [[ "$got" == *"quit-server: POST /agent/v1/quit"* ]] || fail "14: vendor-quit: vault-agent was not told to quit: $got"
+  stop_vendor
+  stop_webhook
+  pass "14: Vault's agent added after sexton's webhook, nothing declared: native, wrap and quit (its quit endpoint POSTed by the main's supervisor) each Complete, vault-agent ended with 0"
+}
+
+[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10 11 12 13 14
 for n in "$@"; do
   t0=$SECONDS
   "scenario$n"
