@@ -199,10 +199,10 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
         svc.health.clone(),
         "--listen",
     );
-    match served.await {
-        Ok(bound) => info!(%bound, "serving the webhook"),
+    let bound = match served.await {
+        Ok(bound) => bound,
         Err(e) => return unusable(&e),
-    }
+    };
     tokio::spawn(chain::keep_chain(client.clone(), reviewer.clone()));
     if flags.binary_source == BinarySource::Auto {
         tokio::spawn(nodes::keep_nodes(client.clone(), reviewer.clone()));
@@ -213,6 +213,8 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
         flags.kubernetes_version,
     ));
     svc.health.ready.store(true, Ordering::Relaxed);
+    // (logged once ready: tests and operators read this line as "ready")
+    info!(%bound, "serving the webhook");
     svc.shutdown.stopped().await;
     drain(&svc.health).await;
     Exit::Ok
