@@ -156,8 +156,8 @@ fn connector(ca: &str, cert: Option<(String, String)>) -> TlsConnector {
 }
 
 /// The same, that speaks HTTP/2 (ALPN `h2`).
-fn h2_connector(ca: &str) -> TlsConnector {
-    let mut config = client_config(ca, None);
+fn h2_connector(ca: &str, cert: Option<(String, String)>) -> TlsConnector {
+    let mut config = client_config(ca, cert);
     config.alpn_protocols = vec![b"h2".to_vec()];
     TlsConnector::from(Arc::new(config))
 }
@@ -693,6 +693,405 @@ async fn with_a_client_ca_only_clients_it_signed_are_served() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
+/// A review of a small Pod that asks for nothing.
+fn small_review() -> Vec<u8> {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small"},
+        "spec": {"containers": [{"name": "main", "image": "app:1"}]}});
+    review("default", pod).to_string().into_bytes()
+}
+
+/// A client CA in `s`, and a client certificate it signs: the API server's.
+fn api_server_identity(s: &Scratch) -> (String, (String, String)) {
+    let clients = ca(s, "clients");
+    let apiserver = signed(s, &clients, "apiserver", false);
+    (clients.0, apiserver)
+}
+
+/// POSTs `body` to `/mutate` on a kept-alive HTTP/1.1 connection; the status and body of
+/// the answer, read by its Content-Length (the connection stays open).
+async fn keep_alive_post(s: &mut TlsStream<tokio::net::TcpStream>, body: &[u8]) -> (u16, String) {
+    let head = format!(
+        "POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut got = vec![];
+    let mut buf = [0u8; 4096];
+    let read = async {
+        let end = loop {
+            if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed before the answer's head: {}", text(&got));
+            got.extend_from_slice(&buf[..n]);
+        };
+        let head = text(&got[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("an answer with a Content-Length");
+        while got.len() < end + length {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed in the answer's body");
+            got.extend_from_slice(&buf[..n]);
+        }
+        let status = text(&got[9..12]).parse().unwrap_or(0);
+        (status, text(&got[end..end + length]))
+    };
+    tokio::time::timeout(PATIENCE, read)
+        .await
+        .expect("no answer within PATIENCE")
+}
+
+/// A TCP connection from `from` that sends a ClientHello, takes the server's whole reply
+/// (through its Finished: the server's private-key operation done) and sends nothing more:
+/// a client stalled in its handshake, waiting for the deadline.
+async fn stalled_after_reply(port: u16, from: [u8; 4], ca: &str) -> tokio::net::TcpStream {
+    let mut tcp = tcp(port, from).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let config = Arc::new(client_config(ca, None));
+    let mut tls = rustls::ClientConnection::new(config, name).unwrap();
+    let mut out = vec![];
+    tls.write_tls(&mut out).unwrap();
+    tcp.write_all(&out).await.unwrap();
+    // (the server's Finished is processed once the client would send its own flight, which
+    // is encrypted: a record of type 23, where the compatibility ChangeCipherSpec is 20)
+    let mut pending = vec![];
+    let mut buf = vec![0u8; 16 << 10];
+    while !has_record_of_type(&pending, 23) {
+        let n = tokio::time::timeout(PATIENCE, tcp.read(&mut buf))
+            .await
+            .expect("no reply from the server within PATIENCE")
+            .unwrap();
+        assert!(n > 0, "closed before the server's reply");
+        tls.read_tls(&mut &buf[..n]).unwrap();
+        tls.process_new_packets().unwrap();
+        tls.write_tls(&mut pending).unwrap();
+    }
+    tcp
+}
+
+fn has_record_of_type(mut records: &[u8], kind: u8) -> bool {
+    while records.len() >= 5 {
+        if records[0] == kind {
+            return true;
+        }
+        let length = u16::from_be_bytes([records[3], records[4]]) as usize;
+        records = &records[(5 + length).min(records.len())..];
+    }
+    false
+}
+
+/// How many of `conns` the webhook has not closed (nothing to read, and no end of stream).
+fn still_open(conns: &[tokio::net::TcpStream]) -> usize {
+    let mut buf = [0u8; 1];
+    conns
+        .iter()
+        .filter(|c| matches!(c.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock))
+        .count()
+}
+
+/// With `--client-ca-file`, connections that never authenticate cannot keep the API
+/// server's out (`webhook/clients.rs`). From the API server's own address (a hostNetwork pod
+/// on a control-plane node has it): 32 connections that send nothing and 32 that stall
+/// after the server's reply, the address's limit of 64, all of them held with the API
+/// server's kept-alive connection counted apart; then a new connection of the API server is
+/// served, taking the place of the one that waited longest, while the others are still
+/// open; and the kept-alive one is still served. Before, the API server's connections
+/// counted with the others, and the 64th of them was closed at once (as a new connection of
+/// the API server would have been: its review got no answer at all).
+#[tokio::test]
+async fn with_client_auth_connections_that_never_authenticate_cannot_keep_the_api_server_out() {
+    let s = Scratch::new("hostile-apiserver-conns");
+    let (client_ca, apiserver) = api_server_identity(&s);
+    let w = lone(
+        "hostile-apiserver-conns-webhook",
+        &["--client-ca-file", &client_ca],
+    );
+    let (at, body) = ([127, 0, 0, 1], small_review());
+    let api = connector(&w.ca, Some(apiserver));
+    let mut kept = connect(&w, at, &api).await.unwrap();
+    assert_eq!(
+        response(&keep_alive_post(&mut kept, &body).await)["allowed"],
+        true
+    );
+    let mut hostile = vec![];
+    for _ in 0..32 {
+        hostile.push(tcp(w.port, at).await.unwrap());
+    }
+    for _ in 0..32 {
+        hostile.push(stalled_after_reply(w.port, at, &w.ca).await);
+    }
+    // (the last had the server's reply: every one before it was accepted and counted)
+    assert_eq!(
+        still_open(&hostile),
+        64,
+        "the address's connections were closed: counted with the API server's, or at their deadline while waiting behind the stalled ones' turns"
+    );
+    let mut new = connect(&w, at, &api)
+        .await
+        .expect("the API server's new connection was refused");
+    assert_eq!(
+        response(&keep_alive_post(&mut new, &body).await)["allowed"],
+        true
+    );
+    assert_eq!(
+        response(&keep_alive_post(&mut kept, &body).await)["allowed"],
+        true
+    );
+    let open = still_open(&hostile);
+    assert!(
+        open >= 63,
+        "{open} of 64 still open: the API server was served only once the others were closed, or took more than one place"
+    );
+}
+
+/// A client stalled after the server's reply holds no turn of its address
+/// (`webhook/retry_turn.rs`): twelve of them from one address, one after the other, then
+/// a real client from that address, are all served while the first is still open. Before,
+/// each kept the address's turn for a second after the reply in case a second ClientHello
+/// came, and the handshakes behind it waited (the API server's too, from its address): the
+/// twelfth reply came after the first's 10 s deadline.
+#[tokio::test]
+async fn a_client_stalled_after_the_servers_reply_holds_no_turn() {
+    let w = lone("hostile-stalled", &[]);
+    let from = [127, 0, 0, 4];
+    let mut stalled = vec![];
+    for _ in 0..12 {
+        stalled.push(stalled_after_reply(w.port, from, &w.ca).await);
+    }
+    let mut real = connect(&w, from, &connector(&w.ca, None)).await.unwrap();
+    assert_eq!(
+        response(&keep_alive_post(&mut real, &small_review()).await)["allowed"],
+        true
+    );
+    assert_eq!(
+        still_open(&stalled),
+        12,
+        "served only once the stalled connections were closed at their deadline"
+    );
+}
+
+/// With `--client-ca-file`, connections that never authenticate do not jam the port: with
+/// every slot taken (`--max-connections 4`) by connections that send nothing (from one
+/// address) or stall after the server's reply (from another), the webhook is still ready,
+/// and the API server's new connection is served at once, in the place of the one that
+/// waited longest. Before, the port was jammed (`/readyz` 503) until the handshake deadline
+/// closed them, 10 s later.
+#[tokio::test]
+async fn with_client_auth_connections_that_never_authenticate_do_not_jam_the_port() {
+    let s = Scratch::new("hostile-apiserver-jam");
+    let (client_ca, apiserver) = api_server_identity(&s);
+    let w = lone(
+        "hostile-apiserver-jam-webhook",
+        &[
+            "--client-ca-file",
+            &client_ca,
+            "--max-connections",
+            "4",
+            "--max-connections-per-client",
+            "2",
+        ],
+    );
+    let mut hostile = vec![];
+    for _ in 0..2 {
+        hostile.push(tcp(w.port, [127, 0, 0, 2]).await.unwrap());
+    }
+    for _ in 0..2 {
+        hostile.push(stalled_after_reply(w.port, [127, 0, 0, 3], &w.ca).await);
+    }
+    assert_eq!(still_open(&hostile), 4);
+    assert_eq!(
+        ready(&w).await,
+        200,
+        "jammed by connections that wait on their clients"
+    );
+    let mut new = connect(&w, [127, 0, 0, 1], &connector(&w.ca, Some(apiserver)))
+        .await
+        .unwrap();
+    let answer = keep_alive_post(&mut new, &small_review()).await;
+    assert_eq!(response(&answer)["allowed"], true);
+    let open = still_open(&hostile);
+    assert!(
+        open >= 3,
+        "{open} of 4 still open: the API server was served only once they were closed"
+    );
+}
+
+/// An HTTP/2 connection to the webhook from `from`, with the client certificate `cert`.
+async fn h2_client(
+    w: &Lone,
+    from: [u8; 4],
+    cert: Option<(String, String)>,
+) -> h2::client::SendRequest<axum::body::Bytes> {
+    let tcp = tcp(w.port, from).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = h2_connector(&w.ca, cert).connect(name, tcp).await.unwrap();
+    let (client, connection) = h2::client::handshake(tls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// A request on an HTTP/2 stream whose body is in but for its last byte.
+struct HeldBack {
+    stream: h2::SendStream<axum::body::Bytes>,
+    answer: h2::client::ResponseFuture,
+    last: u8,
+}
+
+/// Sends `body` to `path` (with its Content-Length) but for its last byte, as the stream's
+/// flow control allows: the webhook opens the stream's window (32 KiB) as it takes the body
+/// in, so once this returns it holds all of the body but a window's worth, and the room for
+/// it in its budget. The status and text of the answer if the webhook answered first.
+async fn all_but_the_last_byte(
+    client: &mut h2::client::SendRequest<axum::body::Bytes>,
+    path: &str,
+    body: &[u8],
+) -> Result<HeldBack, (u16, String)> {
+    use axum::body::Bytes;
+    *client = client.clone().ready().await.unwrap();
+    let head = http::Request::post(format!("https://127.0.0.1{path}"))
+        .header("content-type", "application/json")
+        .header("content-length", body.len())
+        .body(())
+        .unwrap();
+    let (mut answer, mut stream) = client.send_request(head, false).unwrap();
+    let (most, last) = body.split_at(body.len() - 1);
+    let sending = async {
+        let mut sent = 0;
+        while sent < most.len() {
+            stream.reserve_capacity(most.len() - sent);
+            let Some(Ok(n)) = std::future::poll_fn(|cx| stream.poll_capacity(cx)).await else {
+                // (the stream is closed: its answer tells why)
+                return std::future::pending().await;
+            };
+            let n = n.min(most.len() - sent);
+            stream
+                .send_data(Bytes::copy_from_slice(&most[sent..sent + n]), false)
+                .unwrap();
+            sent += n;
+        }
+    };
+    let answered = tokio::time::timeout(PATIENCE, async {
+        tokio::select! {
+            () = sending => None,
+            answered = &mut answer => Some(answered),
+        }
+    });
+    match answered
+        .await
+        .expect("the body neither taken in nor answered within PATIENCE")
+    {
+        None => Ok(HeldBack {
+            stream,
+            answer,
+            last: last[0],
+        }),
+        Some(answered) => Err(h2_answer(answered.unwrap()).await),
+    }
+}
+
+/// The status and text of an HTTP/2 answer.
+async fn h2_answer(answer: http::Response<h2::RecvStream>) -> (u16, String) {
+    let status = answer.status().as_u16();
+    let mut body = answer.into_body();
+    let mut got = vec![];
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        got.extend_from_slice(&chunk);
+    }
+    (status, text(&got))
+}
+
+impl HeldBack {
+    /// Sends the last byte; the answer's status and text.
+    async fn finish(mut self) -> (u16, String) {
+        let last = axum::body::Bytes::copy_from_slice(&[self.last]);
+        self.stream.send_data(last, true).unwrap();
+        let answer = tokio::time::timeout(PATIENCE, self.answer)
+            .await
+            .expect("no answer within PATIENCE");
+        h2_answer(answer.unwrap()).await
+    }
+}
+
+/// With `--client-ca-file`, the API server's reviews take the body budget whole (32 MiB),
+/// not one address's share of it (12 MiB, `limits::CLIENT_BODY_SHARE`): no other client gets
+/// past the handshake to hold any. Six reviews of about 3 MiB on one HTTP/2 connection of
+/// the API server, all taken in at once but for their last byte (17 MiB held), are all
+/// answered. Before, the fifth found no room in the address's share within a second and was
+/// refused as busy (503), which `failurePolicy: Ignore` turns into a Pod admitted unchanged.
+#[tokio::test]
+async fn with_client_auth_a_burst_of_large_pods_is_not_held_to_one_addresss_share() {
+    let s = Scratch::new("hostile-apiserver-burst");
+    let (client_ca, apiserver) = api_server_identity(&s);
+    let w = lone(
+        "hostile-apiserver-burst-webhook",
+        &["--client-ca-file", &client_ca],
+    );
+    let mut client = h2_client(&w, [127, 0, 0, 1], Some(apiserver)).await;
+    let body = big_review();
+    let mut held = vec![];
+    for i in 0..6 {
+        match all_but_the_last_byte(&mut client, "/mutate", &body).await {
+            Ok(h) => held.push(h),
+            Err((status, text)) => {
+                panic!("review {i} answered before its body was in: {status} {text}")
+            }
+        }
+    }
+    for h in held {
+        assert_eq!(response(&h.finish().await)["allowed"], true);
+    }
+}
+
+/// An AdmissionReview of an EphemeralJob's creation, for the requester's stamp.
+fn stamp_review() -> Vec<u8> {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b6bd2d2-3b1b-4a0c-9a43-2f0c1d8e0f01", "operation": "CREATE",
+            "namespace": "default", "name": "j",
+            "kind": {"group": "sexton.dev", "version": "v1alpha1", "kind": "EphemeralJob"},
+            "resource": {"group": "sexton.dev", "version": "v1alpha1", "resource": "ephemeraljobs"},
+            "userInfo": {"username": "alice"},
+            "object": {"apiVersion": "sexton.dev/v1alpha1", "kind": "EphemeralJob",
+                       "metadata": {"name": "j", "namespace": "default"}},
+        }
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The EphemeralJob requester's stamps have a share per client address of their own
+/// (`limits::STAMP_CLIENT_SHARE`, 3 MiB of the stamps' 4 MiB): an address that holds a stamp
+/// body of 3 MiB has its next one refused as busy, naming the share, and another address's
+/// stamp is answered meanwhile. Before, one address held the whole 4 MiB (3 MiB and 1 MiB)
+/// and every other address's stamp waited for room and was refused (503).
+#[tokio::test]
+async fn a_client_address_holds_at_most_its_share_of_the_stamps_budget() {
+    let w = lone("hostile-stamps", &[]);
+    let mut client = h2_client(&w, [127, 0, 0, 2], None).await;
+    let path = "/mutate/ephemeraljobs";
+    let Ok(first) = all_but_the_last_byte(&mut client, path, &vec![b' '; 3 << 20]).await else {
+        panic!("a stamp body of 3 MiB was not taken in");
+    };
+    match all_but_the_last_byte(&mut client, path, &vec![b' '; 1 << 20]).await {
+        Ok(_) => panic!("a second stamp body of 1 MiB was taken in beside 3 MiB from one address"),
+        Err((status, text)) => assert!(
+            status == 503 && text.contains("3 MiB of bodies and answers from one client address"),
+            "{status} {text}"
+        ),
+    }
+    let other = post_from([127, 0, 0, 3], w.port, &w.ca, path, &stamp_review()).await;
+    assert!(!response(&other)["patch"].is_null(), "{}", other.1);
+    drop(first);
+}
+
 /// The webhook's resident memory, in KiB.
 fn rss_kib(w: &Lone) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", w.process.child.id())).unwrap();
@@ -1050,7 +1449,7 @@ async fn h2_reading_at_most(w: &Lone, from: [u8; 4], window: u32) -> Duration {
     use axum::body::Bytes;
     let tcp = tcp(w.port, from).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let tls = h2_connector(&w.ca).connect(name, tcp).await.unwrap();
+    let tls = h2_connector(&w.ca, None).connect(name, tcp).await.unwrap();
     let (mut client, connection) = h2::client::Builder::new()
         .initial_window_size(window)
         .initial_connection_window_size(64 << 20)

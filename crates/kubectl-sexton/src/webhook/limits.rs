@@ -40,13 +40,17 @@ pub const BODY_BUDGET: usize = 32 << 20;
 pub const BUDGET_WAIT: Duration = Duration::from_secs(1);
 /// The budget's unit (a semaphore's permits are counted in u32).
 const BUDGET_UNIT: usize = 1 << 10;
-// (a body's buffer, grown up to the size limit, must fit a client's share and the stamps'
+// (a body's buffer, grown up to the size limit, must fit a client's shares and the stamps'
 // budget, or it would never fit)
-const _: () =
-    assert!(MAX_REVIEW_BYTES <= CLIENT_BODY_SHARE && MAX_REVIEW_BYTES <= STAMP_BODY_BUDGET);
+const _: () = assert!(
+    MAX_REVIEW_BYTES <= CLIENT_BODY_SHARE
+        && MAX_REVIEW_BYTES <= STAMP_CLIENT_SHARE
+        && STAMP_CLIENT_SHARE < STAMP_BODY_BUDGET
+);
 // (nor would the longest answer)
 const _: () = assert!(
     MAX_ANSWER_BYTES <= CLIENT_BODY_SHARE
+        && MAX_ANSWER_BYTES <= STAMP_CLIENT_SHARE
         && MAX_ANSWER_BYTES <= ANSWER_BUDGET
         && MAX_ANSWER_BYTES <= STAMP_ANSWER_BUDGET
 );
@@ -55,11 +59,19 @@ const _: () = assert!(
 /// yet read together: without it, one connection with a few HTTP/2 streams of 3 MiB that
 /// stall would hold the whole body budget and leave every other client's review refused as
 /// busy. The API server sends every user's Pods from one address or a few: 12 MiB is
-/// hundreds of usual reviews, or four at the size limit, at once.
+/// hundreds of usual reviews, or four at the size limit, at once. (With `--client-ca-file`
+/// the API server's connections have no share: the budgets are theirs whole, since no
+/// other client gets past the handshake; `clients.rs`.)
 pub const CLIENT_BODY_SHARE: usize = 12 << 20;
 /// Bytes of the EphemeralJob requester's stamps held at once: a budget of their own (an
 /// EphemeralJob is a few kB), so that a stamp never waits behind Pods.
 pub const STAMP_BODY_BUDGET: usize = 4 << 20;
+/// The part of the stamps' budgets one client address may hold (bodies and answers
+/// together, as [`CLIENT_BODY_SHARE`]): the least that holds one body at the size limit, so
+/// that one address that fills its share (forged stamps of a megabyte that it does not read)
+/// leaves a megabyte, hundreds of real stamps, to the others. A share of its own, not the
+/// address's Pods' share: the API server's stamps must not wait behind its Pods.
+pub const STAMP_CLIENT_SHARE: usize = MAX_REVIEW_BYTES;
 /// Bytes of answers held at once until their clients have read them, by every connection
 /// together (the client's share, [`CLIENT_BODY_SHARE`], counts them with its bodies): an
 /// answer takes room for its length once it is built, in its review's turn (`answer_room`:
@@ -91,14 +103,69 @@ pub fn body_budget(bytes: usize) -> Arc<Semaphore> {
     Arc::new(Semaphore::new(bytes / BUDGET_UNIT))
 }
 
-/// A client's share of the budget ([`CLIENT_BODY_SHARE`]), which `server.rs` puts in each of
-/// its requests' extensions.
+/// The two kinds of review, each with budgets of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Pods (`/mutate`, `/mutate/annotated`).
+    Pods,
+    /// The EphemeralJob requester's stamps (`/mutate/ephemeraljobs`).
+    Stamps,
+}
+
+impl Kind {
+    /// Its budgets' sizes: bodies, answers, and one client address's share of them.
+    pub fn sizes(self) -> (usize, usize, usize) {
+        match self {
+            Kind::Pods => (BODY_BUDGET, ANSWER_BUDGET, CLIENT_BODY_SHARE),
+            Kind::Stamps => (STAMP_BODY_BUDGET, STAMP_ANSWER_BUDGET, STAMP_CLIENT_SHARE),
+        }
+    }
+}
+
+/// What reviews of one kind share: their turns ([`CONCURRENT_REVIEWS`]), the bytes of bodies
+/// held at once ([`BODY_BUDGET`]), and of answers not yet read ([`ANSWER_BUDGET`]); the
+/// stamps' are `STAMP_*`.
+pub struct Pools {
+    pub kind: Kind,
+    pub turns: Arc<Semaphore>,
+    pub budget: Arc<Semaphore>,
+    pub answers: Arc<Semaphore>,
+}
+
+impl Pools {
+    pub fn new(kind: Kind) -> Self {
+        let (bodies, answers, _) = kind.sizes();
+        Pools {
+            kind,
+            turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
+            budget: body_budget(bodies),
+            answers: body_budget(answers),
+        }
+    }
+}
+
+/// A client address's shares of the budgets ([`CLIENT_BODY_SHARE`], [`STAMP_CLIENT_SHARE`]),
+/// which `server.rs` puts in each of its requests' extensions (not in the API server's).
 #[derive(Clone)]
-pub struct ClientShare(pub Arc<Semaphore>);
+pub struct ClientShare {
+    pods: Arc<Semaphore>,
+    stamps: Arc<Semaphore>,
+}
 
 impl ClientShare {
     pub fn new() -> Self {
-        ClientShare(Arc::new(Semaphore::new(CLIENT_BODY_SHARE / BUDGET_UNIT)))
+        ClientShare {
+            pods: body_budget(CLIENT_BODY_SHARE),
+            stamps: body_budget(STAMP_CLIENT_SHARE),
+        }
+    }
+
+    /// The share of `kind`'s budgets.
+    pub fn of(&self, kind: Kind) -> &Arc<Semaphore> {
+        match kind {
+            Kind::Pods => &self.pods,
+            Kind::Stamps => &self.stamps,
+        }
     }
 }
 
@@ -155,8 +222,17 @@ pub enum Refused {
 }
 
 impl Refused {
-    /// The HTTP answer (the API server applies the webhook's failurePolicy to it).
-    pub fn answer(&self) -> (StatusCode, String) {
+    /// The HTTP answer (the API server applies the webhook's failurePolicy to it), naming
+    /// the budgets of `kind`, and the client's share if it counted (`shared`).
+    pub fn answer(&self, kind: Kind, shared: bool) -> (StatusCode, String) {
+        let (bodies, answers, share) = kind.sizes();
+        let share = match shared {
+            true => format!(
+                ", {} MiB of bodies and answers from one client address",
+                share >> 20
+            ),
+            false => String::new(),
+        };
         match self {
             Refused::TooLarge => (
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -178,19 +254,19 @@ impl Refused {
             Refused::Busy => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "no room for the review's body within {}s: the webhook holds at most {} MiB of bodies, {} MiB from one client; try again\n",
+                    "no room for the review's body within {}s: the webhook holds at most {} MiB of bodies{}; try again\n",
                     BUDGET_WAIT.as_secs(),
-                    BODY_BUDGET >> 20,
-                    CLIENT_BODY_SHARE >> 20
+                    bodies >> 20,
+                    share,
                 ),
             ),
             Refused::AnswersUnread => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "no room for the answer: the webhook holds at most {} MiB of answers not yet read (waited for {}s), and {} MiB of bodies and answers for one client; try again\n",
-                    ANSWER_BUDGET >> 20,
+                    "no room for the answer: the webhook holds at most {} MiB of answers not yet read (waited for {}s){}; try again\n",
+                    answers >> 20,
                     BUDGET_WAIT.as_secs(),
-                    CLIENT_BODY_SHARE >> 20
+                    share,
                 ),
             ),
             Refused::TooManyValues(n) => (
@@ -209,7 +285,7 @@ pub async fn read_body(
     headers: &HeaderMap,
     body: Body,
     budget: &Arc<Semaphore>,
-    client: Option<&ClientShare>,
+    client: Option<&Arc<Semaphore>>,
 ) -> Result<(axum::body::Bytes, Room), Refused> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -238,13 +314,13 @@ async fn budgeted(
     body: Body,
     declared: Option<u64>,
     budget: &Arc<Semaphore>,
-    client: Option<&ClientShare>,
+    client: Option<&Arc<Semaphore>>,
 ) -> Result<(axum::body::Bytes, Room), Refused> {
     let mut body = http_body_util::Limited::new(body, MAX_REVIEW_BYTES);
     let mut held = Room {
         budget: room(budget, 0).await?,
         client: match client {
-            Some(c) => Some(room(&c.0, 0).await?),
+            Some(c) => Some(room(c, 0).await?),
             None => None,
         },
     };
@@ -263,7 +339,7 @@ async fn budgeted(
             let capacity = (2 * bytes.capacity()).min(most).max(needed);
             let more = capacity.div_ceil(BUDGET_UNIT) - held.budget.num_permits();
             if let (Some(c), Some(share)) = (client, held.client.as_mut()) {
-                share.merge(room(&c.0, more).await?);
+                share.merge(room(c, more).await?);
             }
             held.budget.merge(room(budget, more).await?);
             bytes.reserve_exact(capacity - bytes.len());
@@ -282,7 +358,7 @@ pub async fn answer_room(
     bytes: usize,
     budget: &Arc<Semaphore>,
     body: Room,
-    client: Option<&ClientShare>,
+    client: Option<&Arc<Semaphore>>,
 ) -> Result<Room, Refused> {
     let units = bytes.div_ceil(BUDGET_UNIT).max(1);
     let client = match (client, body.client) {
@@ -291,7 +367,7 @@ pub async fn answer_room(
         (Some(c), held) => {
             let have = held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
             let more = u32::try_from(units - have).unwrap_or(u32::MAX);
-            let Ok(mut more) = c.0.clone().try_acquire_many_owned(more) else {
+            let Ok(mut more) = c.clone().try_acquire_many_owned(more) else {
                 return Err(Refused::AnswersUnread);
             };
             if let Some(held) = held {

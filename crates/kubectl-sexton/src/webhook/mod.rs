@@ -11,11 +11,13 @@
 mod answer;
 mod certs;
 mod chain;
+mod clients;
 mod events;
 mod limits;
 mod metrics;
 mod nodes;
 mod requester;
+mod retry_turn;
 mod review;
 mod self_managed;
 mod sending;
@@ -138,13 +140,13 @@ pub struct WebhookFlags {
     /// Read a Pod's imagePullSecrets to look up its images' entrypoints (needs RBAC secrets get in the Pods' namespaces; off by default)
     #[arg(long, env = "SEXTON_IMAGE_PULL_SECRETS")]
     image_pull_secrets: bool,
-    /// Accept only clients with a certificate signed by a CA of FILE (PEM): the API server's, as its AdmissionConfiguration presents it (docs/security.md)
+    /// Accept only clients with a certificate signed by a CA of FILE (PEM): the API server's, as its AdmissionConfiguration presents it; their connections and reviews then have limits of their own (docs/security.md)
     #[arg(long, env = "SEXTON_CLIENT_CA_FILE", value_name = "FILE")]
     client_ca_file: Option<PathBuf>,
     /// Serve at most N connections at once (more wait; /readyz fails meanwhile)
     #[arg(long, env = "SEXTON_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
-    /// Serve at most N connections from one client address (more are closed at once)
+    /// Serve at most N connections from one client address (more are closed at once); with --client-ca-file, the API server's are counted apart
     #[arg(long, env = "SEXTON_MAX_CONNECTIONS_PER_CLIENT", value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections_per_client: u32,
     #[command(flatten)]
@@ -190,6 +192,7 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
     let limits = ConnectionLimits {
         total: flags.max_connections as usize,
         per_client: flags.max_connections_per_client as usize,
+        client_auth: flags.client_ca_file.is_some(),
     };
     let served = server::serve_tls(
         flags.listen,
@@ -199,10 +202,10 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
         svc.health.clone(),
         "--listen",
     );
-    match served.await {
-        Ok(bound) => info!(%bound, "serving the webhook"),
+    let bound = match served.await {
+        Ok(bound) => bound,
         Err(e) => return unusable(&e),
-    }
+    };
     tokio::spawn(chain::keep_chain(client.clone(), reviewer.clone()));
     if flags.binary_source == BinarySource::Auto {
         tokio::spawn(nodes::keep_nodes(client.clone(), reviewer.clone()));
@@ -213,6 +216,8 @@ async fn run(flags: WebhookFlags, svc: Service) -> Exit {
         flags.kubernetes_version,
     ));
     svc.health.ready.store(true, Ordering::Relaxed);
+    // (logged once ready: tests and operators read this line as "ready")
+    info!(%bound, "serving the webhook");
     svc.shutdown.stopped().await;
     drain(&svc.health).await;
     Exit::Ok

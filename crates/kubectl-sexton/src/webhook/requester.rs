@@ -21,7 +21,7 @@ use super::review::Reviewer;
 use crate::shared::ephemeraljob::{ANNOTATION_REQUESTER, Requester};
 
 pub async fn stamp(State(reviewer): State<Arc<Reviewer>>, request: Request) -> Response {
-    let taken = match reviewer.take(request, &reviewer.stamps, false).await {
+    let taken = match reviewer.take(request, &reviewer.stamps).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };

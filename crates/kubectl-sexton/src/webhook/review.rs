@@ -17,14 +17,14 @@ use sexton_inject::{
     ANNOTATION_INJECT, Admission, ImageCommand, Options, Outcome, Report, Resolve, Scope,
     Unresolved, admit,
 };
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
 use super::answer::{Answer, Request, Review};
 use super::events::{owner_event, refusal_owner};
 use super::limits::{
-    ANSWER_BUDGET, BODY_BUDGET, CONCURRENT_REVIEWS, Room, STAMP_ANSWER_BUDGET, STAMP_BODY_BUDGET,
-    TURN_WAIT, beyond_limits, body_budget, echoed_too_long, escaped, patch_too_large, read_body,
+    Kind, Pools, Room, TURN_WAIT, beyond_limits, echoed_too_long, escaped, patch_too_large,
+    read_body,
 };
 use super::metrics::WebhookMetrics;
 use super::sending::Reply;
@@ -57,25 +57,6 @@ pub struct Reviewer {
     pub stamps: Pools,
 }
 
-/// What reviews share: their turns (`limits::CONCURRENT_REVIEWS`), the bytes of bodies
-/// held at once (`limits::BODY_BUDGET`), and of answers not yet read
-/// (`limits::ANSWER_BUDGET`).
-pub struct Pools {
-    turns: Arc<Semaphore>,
-    budget: Arc<Semaphore>,
-    pub answers: Arc<Semaphore>,
-}
-
-impl Pools {
-    fn new(bodies: usize, answers: usize) -> Self {
-        Pools {
-            turns: Arc::new(Semaphore::new(CONCURRENT_REVIEWS)),
-            budget: body_budget(bodies),
-            answers: body_budget(answers),
-        }
-    }
-}
-
 /// A review taken: its body, what the body holds of the budget (to be given back once it
 /// is parsed), its turn, and where its answer goes.
 pub struct Taken {
@@ -93,23 +74,22 @@ pub struct Turn {
 }
 
 impl Reviewer {
-    /// The review's body, read within the limits, the `pools`' budget and (`per_client`) its
-    /// client's share, then one of the `pools`' turns (waited for at most
+    /// The review's body, read within the limits, the `pools`' budget and its client's share
+    /// of it (if it has one), then one of the `pools`' turns (waited for at most
     /// `limits::TURN_WAIT`); or the answer that refuses it.
     pub async fn take(
         &self,
         request: axum::extract::Request,
         pools: &Pools,
-        per_client: bool,
     ) -> Result<Taken, Response> {
         let (parts, body) = request.into_parts();
-        let reply = Reply::of(&parts.extensions, per_client);
+        let reply = Reply::of(&parts.extensions, pools.kind);
         let (body, room) =
             match read_body(&parts.headers, body, &pools.budget, reply.client()).await {
                 Ok(read) => read,
                 Err(refused) => {
                     self.metrics.reviewed("refused-body", Duration::ZERO);
-                    return Err(refused.answer().into_response());
+                    return Err(reply.refusal(&refused));
                 }
             };
         let Ok(review) = tokio::time::timeout(TURN_WAIT, pools.turns.clone().acquire_owned()).await
@@ -147,8 +127,8 @@ impl Reviewer {
             pull_secrets,
             client,
             lookups: Mutex::default(),
-            reviews: Pools::new(BODY_BUDGET, ANSWER_BUDGET),
-            stamps: Pools::new(STAMP_BODY_BUDGET, STAMP_ANSWER_BUDGET),
+            reviews: Pools::new(Kind::Pods),
+            stamps: Pools::new(Kind::Stamps),
         }
     }
 }
@@ -180,7 +160,7 @@ async fn answer(
         room,
         turn,
         reply,
-    } = match reviewer.take(request, &reviewer.reviews, true).await {
+    } = match reviewer.take(request, &reviewer.reviews).await {
         Ok(taken) => taken,
         Err(refused) => return refused,
     };

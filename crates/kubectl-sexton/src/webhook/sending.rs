@@ -21,7 +21,7 @@ use http_body::{Frame, SizeHint};
 use tokio::sync::{Semaphore, watch};
 
 use super::limits::{
-    ANSWER_PIECE, ClientShare, MAX_ANSWER_BYTES, Room, SEND_DEADLINE, answer_room,
+    ANSWER_PIECE, ClientShare, Kind, MAX_ANSWER_BYTES, Room, SEND_DEADLINE, answer_room,
 };
 use tracing::debug;
 
@@ -31,28 +31,36 @@ use tracing::debug;
 #[derive(Clone)]
 pub struct Overdue(pub Arc<watch::Sender<bool>>);
 
-/// Where a request's answer goes: its client's share (when the pool counts shares) and its
-/// connection.
+/// Where a request's answer goes: the kind of review, whose budgets it takes; its client's
+/// share of them (none for the API server's connections: `clients.rs`); and its connection.
 pub struct Reply {
-    client: Option<ClientShare>,
+    kind: Kind,
+    client: Option<Arc<Semaphore>>,
     overdue: Option<Overdue>,
 }
 
 impl Reply {
     /// The client's share, when it counts.
-    pub fn client(&self) -> Option<&ClientShare> {
+    pub fn client(&self) -> Option<&Arc<Semaphore>> {
         self.client.as_ref()
     }
 
-    /// From a request's extensions; `per_client`: whether the client's share counts.
-    pub fn of(extensions: &axum::http::Extensions, per_client: bool) -> Reply {
+    /// From a request's extensions, for a review of `kind`.
+    pub fn of(extensions: &axum::http::Extensions, kind: Kind) -> Reply {
         Reply {
+            kind,
             client: extensions
                 .get::<ClientShare>()
-                .filter(|_| per_client)
-                .cloned(),
+                .map(|share| share.of(kind).clone()),
             overdue: extensions.get::<Overdue>().cloned(),
         }
+    }
+
+    /// The answer that refuses the review.
+    pub fn refusal(&self, refused: &super::limits::Refused) -> Response {
+        refused
+            .answer(self.kind, self.client.is_some())
+            .into_response()
     }
 
     /// `response`, counted in `budget` (and the client's share, where the room of the
@@ -86,7 +94,7 @@ impl Reply {
             Ok(room) => room,
             Err(refused) => {
                 debug!(bytes = answer.len(), "no room for the answer");
-                return refused.answer().into_response();
+                return self.refusal(&refused);
             }
         };
         let deadline = self.overdue.map(|Overdue(overdue)| {
@@ -189,6 +197,7 @@ mod tests {
         )
             .into_response();
         let reply = Reply {
+            kind: Kind::Pods,
             client: None,
             overdue: None,
         };
@@ -218,6 +227,7 @@ mod tests {
         let budget = Arc::new(Semaphore::new(4096));
         let response = vec![b' '; MAX_ANSWER_BYTES + 1].into_response();
         let reply = Reply {
+            kind: Kind::Pods,
             client: None,
             overdue: None,
         };

@@ -1,10 +1,12 @@
 //! The webhook's TLS port under hostile clients: a bounded number of connections, and of
 //! connections per client address (more are closed at once, so that one client cannot take
-//! every slot); a TLS handshake within 10 s of the accept; a connection with no review in
+//! every slot; with `--client-ca-file`, the API server's are counted apart and a newcomer
+//! takes the place of a connection that waits on its client: `clients.rs`); a TLS handshake
+//! within 10 s of the accept; a connection with no review in
 //! flight for [`IDLE`] is closed (gracefully: a GOAWAY for HTTP/2), which bounds idle TLS,
 //! slow request heads and keep-alive alike and frees the slot; the body's own deadline and
-//! size are the handler's (`limits.rs`). While every slot is taken the port accepts nothing,
-//! and `/readyz` says so.
+//! size are the handler's (`limits.rs`). While every slot is taken the port accepts nothing
+//! (with client auth, unless a connection waits on its client), and `/readyz` says so.
 //!
 //! The private-key operations of the TLS handshakes run on a thread of their own
 //! ([`Handshakes::sign`]): the workers that answer established connections (the API
@@ -17,11 +19,10 @@
 //! another address's handshake. The ClientHello is read on the serving workers, and the
 //! rest of the handshake (the client's Finished) on a second thread of its own
 //! ([`Handshakes::finish`]): queued behind the signatures it waited for them. The address's
-//! turn is held until the handshake ends, since a client that makes the server ask for
+//! turn is given back once the reply is signed; a client that makes the server ask for
 //! another ClientHello (a HelloRetryRequest) has that one, and its signature, processed
-//! there.
+//! there, in a turn taken again once its bytes are there (`retry_turn.rs`).
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -36,25 +37,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::debug;
 
-use super::limits::{ANSWER_PIECE, ClientShare, SEND_DEADLINE};
+use super::clients::{Clients, Entered, HANDSHAKES_PER_CLIENT};
+use super::limits::{ANSWER_PIECE, SEND_DEADLINE};
+use super::retry_turn::RetryTurn;
 use super::sending::Overdue;
 use crate::shared::http::{Health, ListenError, accept};
 
 /// A client has this long after the accept to complete its TLS handshake (the wait for a turn
 /// included).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Server replies (each a private-key operation: about 1-2 ms of a core for RSA-2048, spent
-/// before the server knows who the client is) computed at once for one client address. One:
-/// the handshake thread computes one at a time anyway, so a single turn costs an address no
-/// throughput, and it makes the thread take addresses in turn. (It did not move a new
-/// connection's p99 beside 320 hostile clients, 5.8x its quiet value before and after;
-/// reading the client's Finished off this thread did: 4.9x to 2.5x; BENCHMARKS.md
-/// "Admission webhook under hostile clients".) The others wait (FIFO) rather than being closed: a burst of new connections
-/// from the API server must not fail reviews.
-pub const HANDSHAKES_PER_CLIENT: usize = 1;
-/// How long a handshake keeps its address's turn after the server's reply if it has not
-/// ended: a second ClientHello (after a HelloRetryRequest) comes a round trip later.
-const TURN_AFTER_REPLY: Duration = Duration::from_secs(1);
 /// ... and to send a request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection with no request in flight for this long is closed.
@@ -86,8 +77,11 @@ const SEND_BUFFER: usize = 64 << 10;
 pub struct ConnectionLimits {
     /// In all; more wait to be accepted.
     pub total: usize,
-    /// From one client address; more are closed at once.
+    /// From one client address; more are closed at once. With client auth, as many again of
+    /// the API server's from it (`clients.rs`).
     pub per_client: usize,
+    /// `--client-ca-file`: only the API server gets past the handshake.
+    pub client_auth: bool,
 }
 
 /// Binds `addr` now and serves `router` over TLS (HTTP/1.1 with keep-alive, or HTTP/2 as
@@ -189,25 +183,67 @@ async fn accept_loop(
     shakes: Handshakes,
 ) {
     let slots = Arc::new(Semaphore::new(limits.total));
-    let clients = Arc::new(Clients::default());
+    let clients = Arc::new(Clients::new(limits.per_client, limits.client_auth));
     loop {
-        let Some(slot) = free_slot(&slots, &health).await else {
+        let Some((slot, conn, peer)) = next_connection(&listener, &slots, &health, &clients).await
+        else {
             return;
         };
-        let (conn, peer) = accept(&listener).await;
         if let Err(e) = socket2::SockRef::from(&conn).set_send_buffer_size(SEND_BUFFER) {
             debug!(%peer, "cannot bound the connection's send buffer: {e}");
         }
-        let Some(client) = clients.enter(client_of(peer.ip()), limits.per_client) else {
+        let Some(entered) = clients.enter(client_of(peer.ip())) else {
             debug!(%peer, "closed: {} connections from this address already", limits.per_client);
             continue;
         };
         let (tls, router, shakes) = (tls.clone(), router.clone(), shakes.clone());
         tokio::spawn(async move {
-            let (turns, bodies) = (client.handshakes.clone(), client.bodies.clone());
-            serve_one(conn, tls, router, turns, bodies, &shakes).await;
-            drop((slot, client));
+            serve_one(conn, tls, router, entered, &shakes).await;
+            drop(slot);
         });
+    }
+}
+
+/// The next connection, and its slot. While every slot is taken the port is jammed (not
+/// ready) and accepts nothing; with client auth, unless a connection waits on its client:
+/// then the next connection is accepted and takes the slot of the one that has waited
+/// longest (`clients.rs`), so that only the API server's connections, and handshakes the
+/// server is working on, jam the port.
+async fn next_connection(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+    health: &Health,
+    clients: &Clients,
+) -> Option<(OwnedSemaphorePermit, TcpStream, SocketAddr)> {
+    loop {
+        // (listening before looking, so that a connection that begins to wait meanwhile is seen)
+        let waiting = clients.waiting();
+        tokio::pin!(waiting);
+        waiting.as_mut().enable();
+        if let Ok(slot) = slots.clone().try_acquire_owned() {
+            let (conn, peer) = accept(listener).await;
+            return Some((slot, conn, peer));
+        }
+        if clients.someone_waits() {
+            let (conn, peer) = accept(listener).await;
+            if slots.available_permits() == 0 {
+                clients.make_room();
+            }
+            // (the closed connection's slot comes back once its task has ended; if nobody
+            // waited on its client any more, this connection waits for a slot as any would)
+            let slot = free_slot(slots, health).await?;
+            return Some((slot, conn, peer));
+        }
+        health.jammed.store(true, Ordering::Relaxed);
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => Some(slot),
+            () = &mut waiting => None,
+        };
+        health.jammed.store(false, Ordering::Relaxed);
+        if let Some(slot) = slot {
+            let (conn, peer) = accept(listener).await;
+            return Some((slot.ok()?, conn, peer));
+        }
     }
 }
 
@@ -233,59 +269,6 @@ fn client_of(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The client addresses with connections.
-#[derive(Default)]
-struct Clients(Mutex<HashMap<IpAddr, Client>>);
-
-/// One client address: its connections, the turns of its TLS handshakes, and its share of
-/// the body budget (`limits::CLIENT_BODY_SHARE`).
-struct Client {
-    connections: usize,
-    handshakes: Arc<Semaphore>,
-    bodies: ClientShare,
-}
-
-/// One connection of a client; leaves when dropped.
-struct Entered {
-    clients: Arc<Clients>,
-    ip: IpAddr,
-    handshakes: Arc<Semaphore>,
-    bodies: ClientShare,
-}
-
-impl Clients {
-    fn enter(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<Entered> {
-        let mut map = self.0.lock().expect("poisoned");
-        let client = map.entry(ip).or_insert_with(|| Client {
-            connections: 0,
-            handshakes: Arc::new(Semaphore::new(HANDSHAKES_PER_CLIENT)),
-            bodies: ClientShare::new(),
-        });
-        if client.connections >= max {
-            return None;
-        }
-        client.connections += 1;
-        Some(Entered {
-            clients: self.clone(),
-            ip,
-            handshakes: client.handshakes.clone(),
-            bodies: client.bodies.clone(),
-        })
-    }
-}
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        let mut map = self.clients.0.lock().expect("poisoned");
-        if let Some(client) = map.get_mut(&self.ip) {
-            client.connections -= 1;
-            if client.connections == 0 {
-                map.remove(&self.ip);
-            }
-        }
-    }
-}
-
 /// The TLS handshake: the ClientHello read here without a turn, the server's reply (its
 /// private-key operation) computed on the signing thread in one of the client's turns
 /// (given back once it is computed), then the rest awaited on the finishing thread.
@@ -294,12 +277,15 @@ impl Drop for Entered {
 async fn handshake(
     conn: TcpStream,
     tls: &Arc<rustls::ServerConfig>,
-    turns: &Arc<Semaphore>,
+    entered: &Entered,
     shakes: &Handshakes,
-) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+) -> std::io::Result<tokio_rustls::server::TlsStream<RetryTurn>> {
     let peer = conn.peer_addr().ok();
+    let conn = RetryTurn::new(conn);
     let hello =
         tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), conn).await?;
+    entered.waits_on_client(false);
+    let turns = &entered.handshakes;
     let turn = match turns.clone().try_acquire_owned() {
         Ok(turn) => turn,
         Err(_) => {
@@ -311,26 +297,26 @@ async fn handshake(
         }
     };
     let tls = tls.clone();
-    // (rustls signs here: `into_stream` processes the ClientHello and queues the reply)
-    #[allow(clippy::async_yields_async)] // (the handshake's rest, awaited on the finishing thread)
-    let signed = shakes.sign.spawn(async move { hello.into_stream(tls) });
-    let _abort = AbortOnDrop(signed.abort_handle());
-    let finishing = signed.await.map_err(std::io::Error::other)?;
-    // (the turn is held until the handshake ends, or for TURN_AFTER_REPLY if it has not: a
-    // client that needs a HelloRetryRequest has its second ClientHello, and so its signature,
-    // processed on the finishing thread, a round trip after the reply; a Go client in FIPS
-    // mode does, since it sends no X25519 share. A client that never sends its Finished
-    // holds its address's turn no longer than that, which matters where many clients share
-    // an address: behind a NAT or an egress proxy.)
-    let finished = shakes.finish.spawn(async move {
-        let mut finishing = std::pin::pin!(finishing);
-        let early = tokio::time::timeout(TURN_AFTER_REPLY, &mut finishing).await;
-        drop(turn);
-        match early {
-            Ok(done) => done,
-            Err(_) => finishing.await,
-        }
+    // (rustls signs here: `into_stream` processes the ClientHello and queues the reply, or a
+    // HelloRetryRequest, unsigned, when the client offered no key share the server takes)
+    let signed = shakes.sign.spawn(async move {
+        let mut retry = false;
+        let finishing = hello.into_stream_with(tls, |c| {
+            retry = c.handshake_kind() == Some(rustls::HandshakeKind::FullWithHelloRetryRequest);
+        });
+        (finishing, retry)
     });
+    let _abort = AbortOnDrop(signed.abort_handle());
+    let (mut finishing, retry) = signed.await.map_err(std::io::Error::other)?;
+    // (a client that needs a HelloRetryRequest, as a Go client in FIPS mode does since it
+    // sends no X25519 share, has its second ClientHello, and so its signature, processed on
+    // the finishing thread a round trip later: in a turn taken again once it is there)
+    if let (true, Some(conn)) = (retry, finishing.get_mut()) {
+        conn.next_read_in_turn(turns.clone());
+    }
+    drop(turn);
+    entered.waits_on_client(true);
+    let finished = shakes.finish.spawn(finishing);
     let _abort = AbortOnDrop(finished.abort_handle());
     finished.await.map_err(std::io::Error::other)?
 }
@@ -340,23 +326,36 @@ async fn serve_one(
     conn: TcpStream,
     tls: Arc<rustls::ServerConfig>,
     router: Router,
-    turns: Arc<Semaphore>,
-    bodies: ClientShare,
+    mut entered: Entered,
     shakes: &Handshakes,
 ) {
-    let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &tls, &turns, shakes));
-    let stream = match shaken.await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return debug!("TLS handshake failed: {e}"),
-        Err(_) => return debug!("TLS handshake timed out"),
+    let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(conn, &tls, &entered, shakes));
+    let stream = tokio::select! {
+        shaken = shaken => match shaken {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return debug!("TLS handshake failed: {e}"),
+            Err(_) => return debug!("TLS handshake timed out"),
+        },
+        () = entered.place_taken() => {
+            return debug!("closed in its TLS handshake: a newer connection took its place");
+        }
     };
+    // (with client auth, every handshake that ends has a certificate the CA signed)
+    if stream.get_ref().1.peer_certificates().is_some() {
+        if let Err(why) = entered.api_server() {
+            return debug!("closed after its TLS handshake: {why}");
+        }
+    }
+    let bodies = entered.shares();
     let (in_flight, watch_in_flight) = watch::channel(0usize);
     let in_flight = Arc::new(in_flight);
     let (late, mut watch_overdue) = watch::channel(false);
     let late = Overdue(Arc::new(late));
     let counted = router.layer(from_fn(move |mut req: Request, next: Next| {
         let busy = Busy::start(in_flight.clone());
-        req.extensions_mut().insert(bodies.clone());
+        if let Some(bodies) = &bodies {
+            req.extensions_mut().insert(bodies.clone());
+        }
         req.extensions_mut().insert(late.clone());
         async move {
             let response = next.run(req).await;
@@ -395,13 +394,13 @@ async fn serve_one(
         }
     };
     debug!("connection closed: {why}");
+    drop(entered);
 }
 
 /// Whether one of the connection's answers was not taken in time (`false` if no answer can
 /// be any more).
 async fn overdue(late: &mut watch::Receiver<bool>) -> bool {
-    let late = late.wait_for(|late| *late).await.is_ok();
-    late
+    late.wait_for(|late| *late).await.is_ok()
 }
 
 /// A request in flight on the connection.
