@@ -99,7 +99,7 @@ pub fn plan(t: &Template, roles: &Roles, start: StartOrder) -> Plan {
         match pre_stop(c) {
             Ok(Some(hook)) => groups.push(vec![("KUBEXIT_PRE_STOP", hook)]),
             Ok(None) => {}
-            Err(caveat) => plan.caveats.push(caveat),
+            Err(caveat) => plan.caveats.push(caveat.0),
         }
         if start == StartOrder::Supervisor {
             if i > 0 {
@@ -144,7 +144,7 @@ fn gate(c: &Value, groups: &mut Vec<Group>, caveats: &mut Vec<String>) -> u64 {
         }
         Ok(None) => 0,
         Err(caveat) => {
-            caveats.push(caveat);
+            caveats.push(caveat.0);
             0
         }
     }

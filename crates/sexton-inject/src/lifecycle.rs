@@ -37,8 +37,14 @@ pub struct ReadyProbe {
     pub caveat: Option<String>,
 }
 
+/// What of a container's own settings is not carried over, in the user's words: said in the
+/// report and at admission as a warning, never a refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Caveat(pub String);
+
 /// The sidecar's startupProbe as a readiness probe; `Ok(None)` without one.
-pub fn startup_probe(c: &Value) -> Result<Option<ReadyProbe>, String> {
+pub fn startup_probe(c: &Value) -> Result<Option<ReadyProbe>, Caveat> {
     let p = &c["startupProbe"];
     if !p.is_object() {
         return Ok(None);
@@ -68,11 +74,11 @@ pub fn startup_probe(c: &Value) -> Result<Option<ReadyProbe>, String> {
             .into_iter()
             .find(|k| !p[*k].is_null())
             .unwrap_or("handler");
-        return Err(format!(
+        return Err(Caveat(format!(
             "sidecar {n:?}: a startupProbe's {kind} has no equivalent in the supervisor, so the mains start once its process started"
-        ));
+        )));
     };
-    Probe::parse(&url).map_err(|e| format!("sidecar {n:?}: startupProbe {url:?} cannot be checked ({e}), so the mains start once its process started"))?;
+    Probe::parse(&url).map_err(|e| Caveat(format!("sidecar {n:?}: startupProbe {url:?} cannot be checked ({e}), so the mains start once its process started")))?;
     Ok(Some(ReadyProbe {
         probe: escape(&url),
         interval: format!("{}s", period.clamp(1, MAX_INTERVAL)),
@@ -83,7 +89,7 @@ pub fn startup_probe(c: &Value) -> Result<Option<ReadyProbe>, String> {
 }
 
 /// `http://` for HTTP, a TCP connect for HTTPS (no TLS client in the supervisor).
-fn http_probe(c: &Value, h: &Value) -> Result<(String, Option<String>), String> {
+fn http_probe(c: &Value, h: &Value) -> Result<(String, Option<String>), Caveat> {
     let n = name(c);
     let port = port(c, h, "startupProbe.httpGet")?;
     let mut caveats = vec![];
@@ -122,7 +128,7 @@ fn host(h: &Value) -> String {
 }
 
 /// A port given as a number, or as the name of one of the container's ports.
-fn port(c: &Value, h: &Value, field: &str) -> Result<u16, String> {
+fn port(c: &Value, h: &Value, field: &str) -> Result<u16, Caveat> {
     let n = name(c);
     let found = match &h["port"] {
         Value::Number(p) => p.as_u64(),
@@ -139,20 +145,20 @@ fn port(c: &Value, h: &Value, field: &str) -> Result<u16, String> {
     found
         .and_then(|p| u16::try_from(p).ok())
         .filter(|p| *p != 0)
-        .ok_or_else(|| format!("sidecar {n:?}: {field}.port {} is not a port of the container, so it is not carried over", h["port"]))
+        .ok_or_else(|| Caveat(format!("sidecar {n:?}: {field}.port {} is not a port of the container, so it is not carried over", h["port"])))
 }
 
 /// The container's preStop hook as `KUBEXIT_PRE_STOP` (`$`-escaped); `Ok(None)` without one.
-pub fn pre_stop(c: &Value) -> Result<Option<String>, String> {
+pub fn pre_stop(c: &Value) -> Result<Option<String>, Caveat> {
     let h = &c["lifecycle"]["preStop"];
     if !h.is_object() {
         return Ok(None);
     }
     let n = name(c);
     let not_run = |why: &str| {
-        format!(
+        Caveat(format!(
             "sidecar {n:?}: its preStop hook {why}, so the supervisor does not run it when the mains finish (the kubelet still runs it on pod deletion)"
-        )
+        ))
     };
     let value = if let Some(cmd) = h["exec"]["command"].as_array() {
         let cmd: Option<Vec<&str>> = cmd.iter().map(Value::as_str).collect();
@@ -187,7 +193,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn probe(p: Value) -> Result<Option<ReadyProbe>, String> {
+    fn probe(p: Value) -> Result<Option<ReadyProbe>, Caveat> {
         startup_probe(
             &json!({"name": "proxy", "ports": [{"name": "admin", "containerPort": 15000}], "startupProbe": p}),
         )
@@ -239,7 +245,7 @@ mod tests {
                 "cannot be checked",
             ),
         ] {
-            let e = probe(p.clone()).unwrap_err();
+            let e = probe(p.clone()).unwrap_err().0;
             assert!(
                 e.contains(says) && e.starts_with("sidecar \"proxy\""),
                 "{p}: {e}"
@@ -275,7 +281,7 @@ mod tests {
                 "no exec, httpGet or sleep",
             ),
         ] {
-            let e = hook(h.clone()).unwrap_err();
+            let e = hook(h.clone()).unwrap_err().0;
             assert!(
                 e.contains(says) && e.contains("kubelet still runs it"),
                 "{h}: {e}"

@@ -12,7 +12,7 @@ use kube::Client;
 use serde::Serialize;
 use testbed::parse_metrics;
 
-use crate::error::{Result, ctx};
+use crate::error::{Failed, Result, ctx};
 
 /// The API server's counters that matter here, by full series name.
 pub async fn metrics(client: &Client) -> BTreeMap<String, f64> {
@@ -154,10 +154,10 @@ pub async fn cpu_profile(client: Client, secs: u64, path: &Path) -> Result<()> {
             .await
             .map_err(ctx("asking for a CPU profile"))?;
         if !res.status().is_success() {
-            return Err(format!(
+            return Err(Failed(format!(
                 "the API server answered {} to /debug/pprof/profile (is it started with --profiling?)",
                 res.status()
-            ));
+            )));
         }
         let body = res
             .into_body()
@@ -168,6 +168,6 @@ pub async fn cpu_profile(client: Client, secs: u64, path: &Path) -> Result<()> {
     };
     let bytes = tokio::time::timeout(Duration::from_secs(secs + 30), fetch)
         .await
-        .map_err(|_| "the CPU profile did not arrive in time".to_string())??;
+        .map_err(|_| Failed::from("the CPU profile did not arrive in time"))??;
     std::fs::write(path, &bytes).map_err(ctx(format!("writing {}", path.display())))
 }

@@ -26,7 +26,7 @@ use kube::{Client, Config};
 use crate::apiserver;
 use crate::contender::{Contender, Kind, Running};
 use crate::ejob_e2e;
-use crate::error::{Result, ctx};
+use crate::error::{Failed, Result, ctx};
 use crate::pods;
 use crate::procs::{
     Sampler, Tick, clk_tck, loadavg, machine_cores, ncpu, phase_cost, until_quiet,
@@ -190,7 +190,7 @@ fn contenders(o: &Opts) -> Result<Vec<Contender>> {
                 let qps = (c == "kruise").then_some((o.kruise_qps, o.kruise_qps));
                 (Kind::Kruise { qps }, bin)
             }
-            other => return Err(format!("unknown contender {other:?}")),
+            other => return Err(format!("unknown contender {other:?}").into()),
         };
         out.push(Contender {
             label: c.clone(),
@@ -384,7 +384,7 @@ async fn start_settled(
         let cur = sampler.mark(&pids);
         let used = match (prev.procs[0], cur.procs[0]) {
             (Some(a), Some(b)) => (b.cpu_ticks - a.cpu_ticks) as f64 / clk,
-            _ => return Err(format!("{} exited; log: {}", c.label, r.log.display())),
+            _ => return Err(format!("{} exited; log: {}", c.label, r.log.display()).into()),
         };
         let secs = cur.at.duration_since(prev.at).as_secs_f64();
         if used / secs < 0.02 || Instant::now() > limit {
@@ -459,7 +459,7 @@ async fn measure(
     let t_end = sampler.mark(&pids).at;
     let mut api_activity = apiserver::activity(&api_before, &apiserver::metrics(client).await);
     if let Some(p) = profile {
-        match p.await.map_err(|e| e.to_string()).and_then(|r| r) {
+        match p.await.map_err(|e| Failed(e.to_string())).and_then(|r| r) {
             Ok(path) => api_activity.profile = Some(path),
             Err(e) => eprintln!("scale: {}: no API server profile: {e}", c.label),
         }

@@ -155,14 +155,16 @@ impl Contender {
                     "{} exited ({status}) before it was ready; log: {}",
                     self.label,
                     r.log.display()
-                ));
+                )
+                .into());
             }
             if Instant::now() > end {
                 return Err(format!(
                     "{} not ready after {limit:?}; log: {}",
                     self.label,
                     r.log.display()
-                ));
+                )
+                .into());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

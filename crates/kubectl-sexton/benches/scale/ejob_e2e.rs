@@ -117,9 +117,7 @@ async fn protect_stamps(client: &Client, ns: &str) -> Result<()> {
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
-    Err(format!(
-        "the requester policy {name} is not in force in {ns} after 30 s"
-    ))
+    Err(format!("the requester policy {name} is not in force in {ns} after 30 s").into())
 }
 
 fn ours(pod: &Pod, job: &str) -> bool {

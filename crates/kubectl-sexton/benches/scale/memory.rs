@@ -17,7 +17,7 @@ use kube::api::Api;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::{Result, ctx};
+use crate::error::{Failed, Result, ctx};
 use crate::pods;
 
 /// The system allocator, counting the bytes live (requested sizes, not malloc's overhead).
@@ -244,7 +244,10 @@ pub fn run(o: &Opts) -> Result<()> {
     let pod = match from_file {
         Some(p) => p?,
         None => rt.block_on(async {
-            let kubeconfig = o.kubeconfig.as_ref().ok_or("--kubeconfig or --pod-json")?;
+            let kubeconfig = o
+                .kubeconfig
+                .as_ref()
+                .ok_or(Failed::from("--kubeconfig or --pod-json"))?;
             let client = crate::cluster::client(kubeconfig).await?;
             let ns = "scale-memory";
             pods::ensure_namespace(&client, ns).await?;
@@ -262,7 +265,7 @@ pub fn run(o: &Opts) -> Result<()> {
             let api: Api<Pod> = Api::namespaced(client.clone(), ns);
             let p = api.get(&name).await.map_err(ctx("reading the pod"))?;
             pods::delete_now(&client, ns, vec![name], 1).await?;
-            Ok::<_, String>(serde_json::to_value(&p).unwrap())
+            Ok::<_, Failed>(serde_json::to_value(&p).unwrap())
         })?,
     };
     let b = breakdown(&pod, o.pods);

@@ -175,7 +175,7 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Err(format!("no default ServiceAccount in {ns} after 60 s"))
+    Err(format!("no default ServiceAccount in {ns} after 60 s").into())
 }
 
 /// Creates the pods `names` and makes them Running.
@@ -227,7 +227,7 @@ pub async fn delete_now(
             match api.delete(&n, &dp).await {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                Err(e) => Err(format!("deleting pod {n}: {e}")),
+                Err(e) => Err(format!("deleting pod {n}: {e}").into()),
             }
         }
     })
@@ -291,7 +291,7 @@ pub async fn delete_node(client: &Client, name: &str) -> Result<()> {
     match nodes.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(format!("deleting node {name}: {e}")),
+        Err(e) => Err(format!("deleting node {name}: {e}").into()),
     }
 }
 
