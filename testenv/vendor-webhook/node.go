@@ -51,9 +51,12 @@ func forNode(p *Pod, before obj, o options) {
 				}
 			}
 			if sidecar && o.command != nil {
+				// The kubelet expands $(VAR) and turns $$ into $ in a container's command:
+				// escaped, the sidecar runs exactly the command given (quit-server.sh's $$
+				// would otherwise reach the shell as $).
 				var cmd []any
 				for _, a := range o.command {
-					cmd = append(cmd, a)
+					cmd = append(cmd, strings.ReplaceAll(a, "$", "$$"))
 				}
 				co["command"] = cmd
 				delete(co, "args")

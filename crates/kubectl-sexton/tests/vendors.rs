@@ -614,7 +614,18 @@ fn node_options_make_the_vendors_containers_runnable() {
     drop(istio);
     let proxy = container(&p, "containers", "istio-proxy");
     assert_eq!(proxy["image"], "busybox:e2e");
-    assert_eq!(proxy["command"], command);
+    // `$` doubled: the kubelet turns `$$` back into `$`, so the sidecar runs exactly `command`
+    let kubelet_escaped: Vec<String> = command
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().replace('$', "$$"))
+        .collect();
+    assert!(
+        command.to_string().contains("$$"),
+        "quit-server.sh uses $$: {command}"
+    );
+    assert_eq!(proxy["command"], json!(kubelet_escaped));
     assert!(proxy["args"].is_null(), "{proxy}");
     assert_eq!(env(proxy, "VENDOR_QUIT_PORT"), "15020");
     assert_eq!(env(proxy, "VENDOR_QUIT_PATH"), "/quitquitquit");
