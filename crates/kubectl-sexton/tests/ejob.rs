@@ -908,9 +908,13 @@ async fn ejob_validation_rules_are_enforced_by_the_api_server() {
     }
 }
 
-/// `spec.replicas` of the CRD, where a JSON patch can take its maximum away.
+/// `spec.replicas` of the CRD, where a JSON patch can take its maximum and its format away
+/// (Kubernetes 1.37 checks `format: int32` on its own, so both must go to store a value
+/// beyond int32, as an old CRD without them did).
 const REPLICAS_MAX: &str =
     "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/replicas/maximum";
+const REPLICAS_FORMAT: &str =
+    "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/replicas/format";
 
 /// Puts the CRD back as deployed when dropped (also when the test fails), taking back the
 /// fields the patch took (else the next `apply --server-side` of it conflicts).
@@ -941,7 +945,11 @@ async fn ejob_one_undecodable_job_does_not_stop_the_controller() {
         .expect_err("the CRD took replicas beyond int32");
     assert!(e.to_string().contains("spec.replicas"), "{e}");
     {
-        let relax = json!([{"op": "remove", "path": REPLICAS_MAX}]).to_string();
+        let relax = json!([
+            {"op": "remove", "path": REPLICAS_MAX},
+            {"op": "remove", "path": REPLICAS_FORMAT},
+        ])
+        .to_string();
         let out = kubectl(&[
             "patch",
             "crd",
