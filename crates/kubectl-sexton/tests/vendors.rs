@@ -50,8 +50,19 @@ fn with_container(mut p: Value, list: &str, c: Value) -> Value {
     p
 }
 
+/// The API server's refusal of a Pod: kubectl's message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refused(String);
+
+impl Refused {
+    fn contains(&self, s: &str) -> bool {
+        self.0.contains(s)
+    }
+}
+
 /// Creates `p` in `ns`: the Pod as the API server stored it, or its refusal.
-fn create(ns: &str, p: &Value) -> Result<Value, String> {
+fn create(ns: &str, p: &Value) -> Result<Value, Refused> {
     let out = kubectl_with_input(
         &["create", "-n", ns, "-o", "json", "-f", "-"],
         p.to_string().as_bytes(),
@@ -59,7 +70,7 @@ fn create(ns: &str, p: &Value) -> Result<Value, String> {
     if out.status.success() {
         Ok(serde_json::from_slice(&out.stdout).unwrap())
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        Err(Refused(String::from_utf8_lossy(&out.stderr).into_owned()))
     }
 }
 

@@ -317,30 +317,37 @@ async fn post(
     (status, body)
 }
 
+/// What was wrong with an answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Wrong(String);
+
 /// What every answer must be, given the body that was sent.
-fn check(sent: &[u8], status: u16, answer: &str) -> Result<(), String> {
+fn check(sent: &[u8], status: u16, answer: &str) -> Result<(), Wrong> {
     match status {
         400 => return Ok(()),
         200 => {}
-        _ => return Err(format!("status {status}: {answer}")),
+        _ => return Err(Wrong(format!("status {status}: {answer}"))),
     }
     let review: Value = serde_json::from_slice(sent)
-        .map_err(|e| format!("200 for a body that is not JSON ({e})"))?;
+        .map_err(|e| Wrong(format!("200 for a body that is not JSON ({e})")))?;
     let got: Value = serde_json::from_str(answer)
-        .map_err(|e| format!("an answer that is not JSON ({e}): {answer}"))?;
+        .map_err(|e| Wrong(format!("an answer that is not JSON ({e}): {answer}")))?;
     let r = &got["response"];
     if r["uid"] != review["request"]["uid"] || r["allowed"] != true {
-        return Err(format!("not an admission of the request's UID: {answer}"));
+        return Err(Wrong(format!(
+            "not an admission of the request's UID: {answer}"
+        )));
     }
     if let Some(patch) = r["patch"].as_str() {
         let ops = base64::engine::general_purpose::STANDARD
             .decode(patch)
-            .map_err(|e| format!("patch not base64 ({e})"))?;
+            .map_err(|e| Wrong(format!("patch not base64 ({e})")))?;
         let ops: json_patch::Patch =
-            serde_json::from_slice(&ops).map_err(|e| format!("not a JSON patch ({e})"))?;
+            serde_json::from_slice(&ops).map_err(|e| Wrong(format!("not a JSON patch ({e})")))?;
         let mut pod = review["request"]["object"].clone();
         json_patch::patch(&mut pod, &ops)
-            .map_err(|e| format!("the patch does not apply to the Pod ({e})"))?;
+            .map_err(|e| Wrong(format!("the patch does not apply to the Pod ({e})")))?;
     }
     Ok(())
 }
