@@ -125,6 +125,9 @@ fn inject(path: &str, sidecars: &[String]) -> String {
     format!("{cmd} -f {quoted}")
 }
 
+/// The findings of one pod template, in the order they are told: legacy mechanisms
+/// (kubexit, OpenKruise markers, quit calls, sleep loops) first; then, only where none was
+/// found, the sidecars nothing ends or the declaration that covers them.
 fn check_template(
     path: &str,
     object: &str,
@@ -135,138 +138,168 @@ fn check_template(
     if !annotations[ANNOTATION_INJECTED].is_null() || annotations[ANNOTATION_INJECT] == "disabled" {
         return vec![];
     }
-    let containers: Vec<&Value> = template["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .collect();
-    let name = |c: &Value| c["name"].as_str().unwrap_or("").to_string();
-    let like = |c: &Value| sidecar_like(c, template, catalogue);
-    // `inject` recognises these itself: they need no --sidecar
-    let recognised: Vec<String> = catalogue
-        .recognise(template)
-        .into_iter()
-        .map(|r| r.container)
-        .collect();
-    let flags = |names: Vec<String>| -> Vec<String> {
-        names
-            .into_iter()
-            .filter(|n| !recognised.contains(n))
-            .collect()
-    };
-    let mut findings = vec![];
-    let roles = declared_roles(&mut template.clone());
-
-    let kubexit: Vec<String> = containers
-        .iter()
-        .filter(|c| is_kubexit(c))
-        .map(|c| name(c))
-        .collect();
-    if !kubexit.is_empty() {
-        findings.push(
-            Finding::new(
-                Status::Warning,
-                object,
-                format!("kubexit wrappers on {kubexit:?}: sexton is a drop-in (the same KUBEXIT_* variables and tombstones: put sexton's binary where kubexit's is), or make the sidecars native and drop the wrapper"),
-            )
-            .fix(inject(path, &[])),
-        );
+    let t = Template::new(path, object, template, catalogue);
+    let mut findings: Vec<Finding> = vec![];
+    findings.extend(t.kubexit_wrappers());
+    findings.extend(t.kruise_markers());
+    for c in &t.containers {
+        findings.extend(t.quit_call(c));
+        findings.extend(t.sleep_until_file(c));
     }
-
-    let marked: Vec<String> = containers
-        .iter()
-        .filter(|c| sexton_inject::kruise_marked(env_pairs(c)))
-        .map(|c| name(c))
-        .collect();
-    if !marked.is_empty() {
-        findings.push(
-            Finding::new(
-                Status::Warning,
-                object,
-                format!("OpenKruise markers ({ENV_KRUISE_SIDECAR}) on {marked:?}: only a controller ends these sidecars (OpenKruise's SidecarTerminator, or sexton's: kubectl sexton controller); without one the Job never ends. Native sidecars need none"),
-            )
-            .fix(inject(path, &[])),
-        );
-    }
-
-    for c in &containers {
-        let script = script(c);
-        if let Some(call) = quit_call(&script) {
-            // the proxy to end: in the manifest, or injected at admission by the mesh
-            let proxies: Vec<String> = containers
-                .iter()
-                .filter(|o| name(o) != name(c) && like(o).is_some())
-                .map(|o| name(o))
-                .collect();
-            let fix = if !proxies.is_empty() {
-                format!(
-                    "drop the quit call, then: {}",
-                    inject(path, &flags(proxies))
-                )
-            } else if catalogue.vendors.is_empty() {
-                format!(
-                    "drop the quit call; the proxy is injected at admission, so name it for sexton's webhook: annotate the pod template {ANNOTATION_SIDECARS}=istio-proxy (the mesh's container name) and `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: {}",
-                    inject(path, &["PROXY".into()])
-                )
-            } else {
-                format!(
-                    "drop the quit call; the proxy is injected at admission, and sexton's webhook ends the injected sidecars it recognises (Istio's istio-proxy, Linkerd's linkerd-proxy, ...: `kubectl sexton doctor` lists them per Job) with no declaration: `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: {}",
-                    inject(path, &["PROXY".into()])
-                )
-            };
-            findings.push(
-                Finding::new(
-                    Status::Warning,
-                    object,
-                    format!("container {:?} ends the proxy itself ({call:?} in its command): if it fails, is killed or is retried before the call, the proxy keeps the pod running", name(c)),
-                )
-                .fix(fix),
-            );
-        }
-        if sleep_until_file(&script) {
-            findings.push(
-                Finding::new(
-                    Status::Warning,
-                    object,
-                    format!("container {:?} loops on sleep until a file appears (a main writes it when done): if the main dies before writing it, the pod never ends", name(c)),
-                )
-                .fix(format!("drop the loop, then: {}", inject(path, &[name(c)]))),
-            );
-        }
-    }
-
-    // sidecars nothing ends: not declared, not covered by a legacy mechanism above
-    if roles.is_none() && findings.is_empty() && containers.len() > 1 {
-        let sidecars: Vec<(String, String)> = containers
-            .iter()
-            .filter_map(|c| like(c).map(|why| (name(c), why)))
-            .collect();
-        if !sidecars.is_empty() && sidecars.len() < containers.len() {
-            let names: Vec<String> = sidecars.iter().map(|(n, _)| n.clone()).collect();
-            let why: Vec<String> = sidecars
-                .iter()
-                .map(|(n, why)| format!("{n:?} ({why})"))
-                .collect();
-            findings.push(
-                Finding::new(
-                    Status::Warning,
-                    object,
-                    format!("sidecars in spec.containers with nothing to end them: {}; the pods run on after the main containers finish", why.join(", ")),
-                )
-                .fix(inject(path, &flags(names))),
-            );
-        }
-    }
-    if let Some(r) = roles.filter(|r| r.source == Source::Annotation)
-        && findings.is_empty()
-    {
-        findings.push(Finding::new(
-            Status::Ok,
-            object,
-            format!("sidecars {:?} declared ({ANNOTATION_SIDECARS}): ended by sexton's webhook in namespaces labelled sexton.dev/inject=enabled, or inject the file", r.sidecars),
-        ));
+    if findings.is_empty() {
+        findings.extend(match declared_roles(&mut template.clone()) {
+            None => t.undeclared_sidecars(),
+            Some(r) if r.source == Source::Annotation => Some(t.declared(&r.sidecars)),
+            Some(_) => None,
+        });
     }
     findings
+}
+
+/// One pod template under check, with what every step needs.
+struct Template<'a> {
+    path: &'a str,
+    object: &'a str,
+    template: &'a Value,
+    catalogue: &'a Catalogue,
+    containers: Vec<&'a Value>,
+    /// The containers `inject` recognises itself (the catalogue's): they need no --sidecar.
+    recognised: Vec<String>,
+}
+
+impl<'a> Template<'a> {
+    fn new(path: &'a str, object: &'a str, template: &'a Value, catalogue: &'a Catalogue) -> Self {
+        let containers = template["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .collect();
+        let recognised = catalogue
+            .recognise(template)
+            .into_iter()
+            .map(|r| r.container)
+            .collect();
+        Template {
+            path,
+            object,
+            template,
+            catalogue,
+            containers,
+            recognised,
+        }
+    }
+
+    fn warning(&self, message: String, fix: String) -> Finding {
+        Finding::new(Status::Warning, self.object, message).fix(fix)
+    }
+
+    /// `kubectl sexton inject` with `--sidecar` for each of `names` it does not recognise.
+    fn inject(&self, names: Vec<String>) -> String {
+        let flags: Vec<String> = names
+            .into_iter()
+            .filter(|n| !self.recognised.contains(n))
+            .collect();
+        inject(self.path, &flags)
+    }
+
+    fn names_of(&self, keep: impl Fn(&Value) -> bool) -> Vec<String> {
+        self.containers
+            .iter()
+            .filter(|c| keep(c))
+            .map(|c| name(c))
+            .collect()
+    }
+
+    fn kubexit_wrappers(&self) -> Option<Finding> {
+        let kubexit = self.names_of(is_kubexit);
+        (!kubexit.is_empty()).then(|| self.warning(
+            format!("kubexit wrappers on {kubexit:?}: sexton is a drop-in (the same KUBEXIT_* variables and tombstones: put sexton's binary where kubexit's is), or make the sidecars native and drop the wrapper"),
+            inject(self.path, &[]),
+        ))
+    }
+
+    fn kruise_markers(&self) -> Option<Finding> {
+        let marked = self.names_of(|c| sexton_inject::kruise_marked(env_pairs(c)));
+        (!marked.is_empty()).then(|| self.warning(
+            format!("OpenKruise markers ({ENV_KRUISE_SIDECAR}) on {marked:?}: only a controller ends these sidecars (OpenKruise's SidecarTerminator, or sexton's: kubectl sexton controller); without one the Job never ends. Native sidecars need none"),
+            inject(self.path, &[]),
+        ))
+    }
+
+    /// A container that tells the proxy to quit itself (`curl .../quitquitquit`).
+    fn quit_call(&self, c: &Value) -> Option<Finding> {
+        let call = quit_call(&script(c))?;
+        // the proxy to end: in the manifest, or injected at admission by the mesh
+        let proxies = self.names_of(|o| {
+            name(o) != name(c) && sidecar_like(o, self.template, self.catalogue).is_some()
+        });
+        let fix = if !proxies.is_empty() {
+            format!("drop the quit call, then: {}", self.inject(proxies))
+        } else if self.catalogue.vendors.is_empty() {
+            format!(
+                "drop the quit call; the proxy is injected at admission, so name it for sexton's webhook: annotate the pod template {ANNOTATION_SIDECARS}=istio-proxy (the mesh's container name) and `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: {}",
+                inject(self.path, &["PROXY".into()])
+            )
+        } else {
+            format!(
+                "drop the quit call; the proxy is injected at admission, and sexton's webhook ends the injected sidecars it recognises (Istio's istio-proxy, Linkerd's linkerd-proxy, ...: `kubectl sexton doctor` lists them per Job) with no declaration: `kubectl label namespace NS sexton.dev/inject=enabled`; or, for a proxy in the manifest: {}",
+                inject(self.path, &["PROXY".into()])
+            )
+        };
+        Some(self.warning(
+            format!("container {:?} ends the proxy itself ({call:?} in its command): if it fails, is killed or is retried before the call, the proxy keeps the pod running", name(c)),
+            fix,
+        ))
+    }
+
+    /// A sidecar polling for a file its main writes at the end.
+    fn sleep_until_file(&self, c: &Value) -> Option<Finding> {
+        sleep_until_file(&script(c)).then(|| self.warning(
+            format!("container {:?} loops on sleep until a file appears (a main writes it when done): if the main dies before writing it, the pod never ends", name(c)),
+            format!("drop the loop, then: {}", inject(self.path, &[name(c)])),
+        ))
+    }
+
+    /// Sidecars in spec.containers that nothing ends (nothing declared, no legacy mechanism).
+    fn undeclared_sidecars(&self) -> Option<Finding> {
+        if self.containers.len() < 2 {
+            return None;
+        }
+        let sidecars: Vec<(String, String)> = self
+            .containers
+            .iter()
+            .filter_map(|c| {
+                sidecar_like(c, self.template, self.catalogue).map(|why| (name(c), why))
+            })
+            .collect();
+        if sidecars.is_empty() || sidecars.len() == self.containers.len() {
+            return None;
+        }
+        let names = sidecars.iter().map(|(n, _)| n.clone()).collect();
+        let why: Vec<String> = sidecars
+            .iter()
+            .map(|(n, why)| format!("{n:?} ({why})"))
+            .collect();
+        Some(self.warning(
+            format!("sidecars in spec.containers with nothing to end them: {}; the pods run on after the main containers finish", why.join(", ")),
+            self.inject(names),
+        ))
+    }
+
+    /// Sidecars declared by annotation: sexton's webhook or `inject` ends them.
+    fn declared(&self, sidecars: &[String]) -> Finding {
+        Finding::new(
+            Status::Ok,
+            self.object,
+            format!(
+                "sidecars {sidecars:?} declared ({ANNOTATION_SIDECARS}): ended by sexton's webhook in namespaces labelled sexton.dev/inject=enabled, or inject the file"
+            ),
+        )
+    }
+}
+
+fn name(c: &Value) -> String {
+    c["name"].as_str().unwrap_or("").to_string()
 }
 
 fn env_pairs(c: &Value) -> impl Iterator<Item = (&str, Option<&str>)> {
