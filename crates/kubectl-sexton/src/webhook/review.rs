@@ -232,49 +232,71 @@ async fn review_pod(
         Some(why) if in_scope(&pod, scope) => refused(why),
         _ => injected_once(reviewer, pod, scope, options, namespace, bytes, turn).await,
     };
-    let result = match &admission.outcome {
+    let result = result_label(&admission);
+    log(request, &name, &admission.outcome, &admission.warnings);
+    if !request.dry_run {
+        tell_owner(reviewer, request, owner, &name, &admission.outcome).await;
+    }
+    answer_with(allowed, admission, &name, result)
+}
+
+/// The metrics' label of an admission's result.
+fn result_label(admission: &Admission) -> &'static str {
+    match &admission.outcome {
         None if admission.patch.is_empty() => "unchanged",
         None => "repaired",
         Some(Outcome::Injected { .. }) => "injected",
         Some(Outcome::Refused(_)) => "refused",
         Some(_) => "unchanged",
-    };
-    log(request, &name, &admission.outcome, &admission.warnings);
-    match (&admission.outcome, request.dry_run) {
-        (Some(Outcome::Refused(why)), false) => {
-            let note = format!("pod {name}: {why}");
-            owner_event(
-                &reviewer.client,
-                &reviewer.recorder,
-                request,
-                owner,
-                EventType::Warning,
-                "InjectRefused",
-                &note,
-            )
-            .await;
-        }
-        // the vendors' sidecars sexton recognised: which, and how they end (one note per
-        // Job, whatever its Pod's name, so that the recorder counts them as one series)
-        (Some(o @ Outcome::Injected { recognised, .. }), false) if !recognised.is_empty() => {
-            let note = Report {
+    }
+}
+
+/// An Event on the Pod's owner where its author should know: a refusal, or the vendors'
+/// sidecars sexton recognised and how they end.
+async fn tell_owner(
+    reviewer: &Reviewer,
+    request: &Request,
+    owner: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+    name: &str,
+    outcome: &Option<Outcome>,
+) {
+    let (kind, reason, note) = match outcome {
+        Some(Outcome::Refused(why)) => (
+            EventType::Warning,
+            "InjectRefused",
+            format!("pod {name}: {why}"),
+        ),
+        // one note per Job, whatever its Pod's name, so that the recorder counts them as one
+        // series
+        Some(o @ Outcome::Injected { recognised, .. }) if !recognised.is_empty() => {
+            let report = Report {
                 resource: "pods".into(),
                 outcome: o.clone(),
             };
-            let note = note.to_string();
-            owner_event(
-                &reviewer.client,
-                &reviewer.recorder,
-                request,
-                owner,
-                EventType::Normal,
-                "SidecarsRecognised",
-                &note,
-            )
-            .await;
+            (EventType::Normal, "SidecarsRecognised", report.to_string())
         }
-        _ => {}
-    }
+        _ => return,
+    };
+    owner_event(
+        &reviewer.client,
+        &reviewer.recorder,
+        request,
+        owner,
+        kind,
+        reason,
+        &note,
+    )
+    .await;
+}
+
+/// The answer carrying the admission's warnings and patch; the Pod admitted unchanged where
+/// the encoded patch (what the API server would receive) is over the limit or cannot be made.
+fn answer_with(
+    allowed: Answer,
+    admission: Admission,
+    name: &str,
+    result: &'static str,
+) -> (Answer, &'static str) {
     let mut answer = allowed;
     answer.warnings = admission.warnings;
     if admission.patch.is_empty() {
@@ -282,9 +304,8 @@ async fn review_pod(
     }
     match serde_json::to_vec(&admission.patch) {
         Ok(ops) => match patch_too_large(ops.len()) {
-            // (checked on the encoded patch: what the API server would receive)
             Some(why) => {
-                warn!(pod = escaped(&name, 512), "refused: {why}");
+                warn!(pod = escaped(name, 512), "refused: {why}");
                 let mut unchanged = answer.unchanged();
                 unchanged.warnings = vec![format!("sexton: pod admitted unchanged: {why}")];
                 (unchanged, "refused")
