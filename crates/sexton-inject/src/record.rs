@@ -169,10 +169,12 @@ pub enum Injected {
     /// Set ahead of a vendor's webhook by `inject` on a template (`ahead.rs`): nothing was
     /// injected yet.
     Ahead,
-    /// These sidecars (and the mechanism named) are ended by what sexton injected.
+    /// These sidecars (and the mechanism named) are ended by what sexton injected; the
+    /// containers it took for mains.
     Sidecars {
         mechanism: Mechanism,
         sidecars: Vec<String>,
+        mains: Vec<String>,
     },
     /// A record that cannot be read (a newer sexton's, or damaged): taken as covering every
     /// sidecar, since whatever wrote it may end them.
@@ -188,6 +190,7 @@ pub fn injected(pod: &Value) -> Injected {
         Some(Ok(r)) => Injected::Sidecars {
             mechanism: r.mechanism,
             sidecars: r.sidecars,
+            mains: r.mains,
         },
     }
 }
@@ -262,7 +265,8 @@ mod tests {
             injected(&pod(Some(r))),
             Injected::Sidecars {
                 mechanism: Mechanism::Native,
-                sidecars: vec!["proxy".into()]
+                sidecars: vec!["proxy".into()],
+                mains: vec!["main".into()],
             }
         );
         let ahead = r#"{"version":1,"mechanism":"native","sidecars":[],"mains":[]}"#;

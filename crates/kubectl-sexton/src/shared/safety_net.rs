@@ -16,6 +16,9 @@ pub enum Cause {
     NotInjected,
     /// The namespace got the label the webhook selects on after the Pod was created.
     NamespaceLabelledLater,
+    /// sexton injected the Pod but took the sidecar for a main: it did not recognise it (a
+    /// vendor its catalogue lacks, or recognition off).
+    NotRecognised,
     /// sexton injected the Pod, and a sidecar added after that was not ended at the
     /// webhook's re-invocation.
     AddedAfterAdmission,
@@ -26,6 +29,7 @@ impl Cause {
         match self {
             Cause::NotInjected => "NotInjected",
             Cause::NamespaceLabelledLater => "NamespaceLabelledLater",
+            Cause::NotRecognised => "NotRecognised",
             Cause::AddedAfterAdmission => "AddedAfterAdmission",
         }
     }
@@ -39,6 +43,9 @@ impl Cause {
             }
             Cause::NamespaceLabelledLater => {
                 "the namespace was labelled for sexton's webhook after the Pod was created"
+            }
+            Cause::NotRecognised => {
+                "sexton's webhook injected the Pod but took the sidecar for a main container: it did not recognise it (a vendor its catalogue lacks, or recognition off)"
             }
             Cause::AddedAfterAdmission => {
                 "the sidecar was added after sexton's webhook injected the Pod, and was not ended when the webhook was called again (not recognised, or refused)"

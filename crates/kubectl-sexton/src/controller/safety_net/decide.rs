@@ -176,6 +176,7 @@ fn ended_by(c: &Container, injected: &Injected, terminator_runs: bool) -> Option
         Injected::Sidecars {
             mechanism,
             sidecars,
+            ..
         } if sidecars.contains(&c.name) => {
             return Some(format!(
                 "sexton injected it ({})",
@@ -216,10 +217,20 @@ fn supervisor(c: &Container) -> Option<&'static str> {
 /// Why admission missed the Pod, and the sidecars the net ends in stop order.
 fn record(ours: &[&Container], injected: &Injected, labelled_later: &Option<String>) -> Record {
     let (cause, detail) = match (injected, labelled_later) {
-        (Injected::Sidecars { mechanism, .. }, _) => (
-            Cause::AddedAfterAdmission,
-            format!("sexton injected the Pod: {}", mechanism_name(*mechanism)),
-        ),
+        (
+            Injected::Sidecars {
+                mechanism, mains, ..
+            },
+            _,
+        ) => {
+            // taken for a main at admission: not recognised; else added since
+            let cause = match ours.iter().any(|c| mains.contains(&c.name)) {
+                true => Cause::NotRecognised,
+                false => Cause::AddedAfterAdmission,
+            };
+            let detail = format!("sexton injected the Pod: {}", mechanism_name(*mechanism));
+            (cause, detail)
+        }
         (_, Some(when)) => (Cause::NamespaceLabelledLater, when.clone()),
         (_, None) => (Cause::NotInjected, String::new()),
     };

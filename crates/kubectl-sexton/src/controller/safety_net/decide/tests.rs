@@ -445,6 +445,19 @@ fn the_cause_as_far_as_it_can_be_told() {
     };
     assert_eq!(e.record.cause, Cause::AddedAfterAdmission);
     assert_eq!(e.record.detail, "sexton injected the Pod: native");
+    // there at admission, but taken for a main: not recognised
+    let record =
+        r#"{"version":1,"mechanism":"native","sidecars":["logs"],"mains":["main","istio-proxy"]}"#;
+    let p = pod(
+        json!({"sidecar.istio.io/status": "{}", "sexton.dev/injected": record}),
+        "Never",
+        mesh(),
+        &done,
+    );
+    assert_eq!(
+        ends(&decide(&p, &yes(), &rules(&cat, true))).1,
+        Cause::NotRecognised
+    );
     // the namespace labelled after the Pod was created
     let later = Served::Yes {
         hook: "inject.sexton.dev".into(),
