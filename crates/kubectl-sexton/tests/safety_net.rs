@@ -451,6 +451,41 @@ async fn sidecars_end_in_reverse_order_and_a_jobs_pod_tells_its_job() {
         .filter(|e| e.reason.as_deref() == Some("SidecarsEndedBySafetyNet"))
         .count();
     assert_eq!(count, 1, "one Event per pod, not per sidecar");
+    // doctor says what the net is doing, and why admission missed the pod
+    let f = doctor_finding(&ns, &format!("pod {ns}/{name} (Job backup)"));
+    assert_eq!(f["status"], "warning", "{f:#}");
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("the safety net is ending its sidecar(s) [\"proxy\", \"logs\"] (in this order; [\"logs\"] not ended yet)")
+            && m.ends_with("its Job backup has no InjectRefused Event, so most likely no replica of the webhook answered in time when the pod was created"),
+        "{m}"
+    );
+}
+
+/// `kubectl sexton doctor -n NS -o json`'s finding of the safety-net check about `object`.
+fn doctor_finding(ns: &str, object: &str) -> Value {
+    let out = Command::new(KUBECTL_SEXTON)
+        .args(["doctor", "--kubeconfig"])
+        .arg(&testenv().kubeconfig)
+        .args(["-n", ns, "-o", "json"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "safety-net")
+        .unwrap_or_else(|| panic!("no safety-net check: {report:#}"));
+    check["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["object"] == object)
+        .unwrap_or_else(|| panic!("no finding about {object}: {check:#}"))
+        .clone()
 }
 
 /// The name of Job `job`'s pod, once the Job controller created it.

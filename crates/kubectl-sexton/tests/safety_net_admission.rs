@@ -91,20 +91,28 @@ async fn pods_the_webhook_refused_or_found_over_a_limit() {
     let ns = served_namespace(&client, "netw-refused").await;
     let scratch = Scratch::new("netw-refused");
     let ctl = controller(&scratch, &ns, &[]);
-    // native refused: the sidecar sets its own restartPolicy
+    // a Job whose Pod native refuses (its sidecar sets its own restartPolicy): the webhook
+    // says why in a Warning Event on the Job
     let mut proxy = no_command("proxy");
     proxy["restartPolicy"] = json!("Never");
-    let refused = manifest(
-        "refused",
+    let pod = manifest(
+        "x",
         json!({"sexton.dev/sidecars": "proxy", "sexton.dev/inject": "native"}),
         vec![c("main"), proxy],
     );
-    let warned = create_through_webhook(&ns, &refused);
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "refused", "namespace": ns},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"annotations": pod["metadata"]["annotations"].clone()}, "spec": pod["spec"].clone()}}});
+    let out = admission::apply(&job);
+    assert!(out.status.success(), "{}", admission::text(&out.stderr));
+    let refused = job_pod(&client, &ns, "refused").await;
+    let e = wait_event(&client, &ns, "refused", "InjectRefused").await;
     assert!(
-        warned.contains(
-            "sexton: pod admitted unchanged: native: sidecar \"proxy\" sets restartPolicy"
-        ),
-        "{warned}"
+        e.note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("native: sidecar \"proxy\" sets restartPolicy"),
+        "{e:?}"
     );
     // over a limit: 65 containers
     let mut many: Vec<Value> = (0..64).map(|i| c(&format!("main-{i}"))).collect();
@@ -117,7 +125,7 @@ async fn pods_the_webhook_refused_or_found_over_a_limit() {
         warned.contains("sexton: pod admitted unchanged") && warned.contains("64"),
         "{warned}"
     );
-    for (name, mains) in [("refused", 1), ("over", 64)] {
+    for (name, mains) in [(refused.as_str(), 1), ("over", 64)] {
         let names: Vec<String> = match mains {
             1 => vec!["main".into()],
             n => (0..n).map(|i| format!("main-{i}")).collect(),
@@ -133,6 +141,58 @@ async fn pods_the_webhook_refused_or_found_over_a_limit() {
         let p = wait_image(&client, &ns, name, "proxy", Q).await;
         assert_eq!(net_record(&p)["cause"], "NotInjected", "{name}");
     }
+    // doctor tells the refusal from its Event on the Job
+    let f = doctor_finding(&ns, &format!("pod {ns}/{refused} (Job refused)"));
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("not injected at admission: sexton's webhook refused it: ")
+            && m.contains("native: sidecar \"proxy\" sets restartPolicy"),
+        "{m}"
+    );
+}
+
+/// The name of Job `job`'s pod, once the Job controller created it.
+async fn job_pod(client: &Client, ns: &str, job: &str) -> String {
+    let pods: Api<K8sPod> = Api::namespaced(client.clone(), ns);
+    let end = Instant::now() + LONG;
+    loop {
+        let lp = kube::api::ListParams::default().labels(&format!("job-name={job}"));
+        let first = pods.list(&lp).await.unwrap().items.into_iter().next();
+        if let Some(name) = first.and_then(|p| p.metadata.name) {
+            return name;
+        }
+        assert!(
+            Instant::now() < end,
+            "the Job controller created no pod for {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `kubectl sexton doctor -n NS -o json`'s finding of the safety-net check about `object`.
+fn doctor_finding(ns: &str, object: &str) -> Value {
+    let out = std::process::Command::new(KUBECTL_SEXTON)
+        .args(["doctor", "--kubeconfig"])
+        .arg(&testenv().kubeconfig)
+        .args(["-n", ns, "-o", "json"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "safety-net")
+        .unwrap_or_else(|| panic!("no safety-net check: {report:#}"));
+    check["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["object"] == object)
+        .unwrap_or_else(|| panic!("no finding about {object}: {check:#}"))
+        .clone()
 }
 
 #[tokio::test(flavor = "current_thread")]
