@@ -707,6 +707,8 @@ async fn an_injected_pod_is_left_alone_and_a_command_is_refused_with_why() {
     let note = e.note.unwrap();
     assert!(
         note.starts_with("the safety net cannot end this Pod's sidecars, so none is ended: sidecar \"proxy\" sets `command`")
+            && note.contains("does not exist in the quick-exit image")
+            && note.contains("the net does not signal its process")
             && note.contains("(It would, because not injected at admission"),
         "{note}"
     );

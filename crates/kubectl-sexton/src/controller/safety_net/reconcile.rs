@@ -78,6 +78,11 @@ impl Ctx {
         }
         let note = match p.reason {
             Reason::QuickExitStalled | Reason::QuickExitFailed => p.message.clone(),
+            Reason::SwapRefusedCommand => format!(
+                "the safety net cannot end this Pod's sidecars, so none is ended: sidecar {:?} sets `command`, which does not exist in the quick-exit image (swapped, the container would fail and fail the Pod), and the net does not signal its process (the sidecar's own exit code, 143 or 137, would fail the Pod); the Pod runs until the sidecar exits or is deleted (its Job then makes another, injected if the webhook answers). (It would, because {})",
+                p.container,
+                record.cause.explain(&record.detail)
+            ),
             _ => format!(
                 "the safety net cannot end this Pod's sidecars, so none is ended: {}. (It would, because {})",
                 p.message,
