@@ -30,7 +30,7 @@ LABELS = {
     "native": "native sidecar (`inject --strategy native`)",
     "controller": "controller image swap (SidecarTerminator)",
     "native-wrap": "native sidecar, also sexton-wrapped",
-    "safety-net": "controller image swap (safety net: the webhook did not answer)",
+    "safety-net": "safety net: the swap, the webhook not answering",
 }
 
 
