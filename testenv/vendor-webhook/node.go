@@ -54,7 +54,7 @@ func forNode(p *Pod, before obj, o options) {
 				}
 			}
 			if sidecar && o.command != nil {
-				// The kubelet expands $(VAR) and turns $$ into $ in a container's command:
+				// The kubelet expands $(VAR) and turns $$ into $ in a container's command and args:
 				// escaped, the sidecar runs exactly the command given (quit-server.sh's $$
 				// would otherwise reach the shell as $).
 				var cmd []any
