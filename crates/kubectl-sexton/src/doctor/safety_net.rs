@@ -244,7 +244,10 @@ fn cannot_end(events: &[Event]) -> Vec<Finding> {
                     e.message.as_deref().unwrap_or_default()
                 ),
             )
-            .fix("kubectl sexton inject -f MANIFEST (or recreate the pod while sexton's webhook answers)"),
+            .fix(format!(
+                "make the pod again while sexton's webhook answers: kubectl delete pod -n {} {} (its Job makes another; its work is done again), or kubectl sexton inject -f MANIFEST where the sidecar is in the manifest",
+                key.0, key.1
+            )),
         );
     }
     out
@@ -388,6 +391,13 @@ mod tests {
         assert!(
             f[0].message
                 .starts_with("SwapRefusedCommand: the safety net cannot end")
+        );
+        assert!(
+            f[0].fix.as_deref().is_some_and(|x| x.starts_with(
+                "make the pod again while sexton's webhook answers: kubectl delete pod -n ns p "
+            )),
+            "{:?}",
+            f[0].fix
         );
         assert_eq!(f[1].object, "deployment sexton-system/sexton-controller");
     }
