@@ -22,6 +22,11 @@
 #                   `kubectl-sexton controller --controllers sidecar-terminator` running
 #   native-wrap  e. the wrap output with the sidecar moved to the init containers with
 #                   restartPolicy Always (a native sidecar that sexton also ends)
+#   safety-net   f. the sidecar named by sexton.dev/sidecars (bench/completion/job-safety-net.yaml)
+#                   in a namespace labelled for sexton's webhook, whose configuration calls a
+#                   port nobody listens on (as when no replica runs): admitted unchanged, and
+#                   the controller's safety net (beside the SidecarTerminator, one process)
+#                   swaps its image when main is done
 # Raw results: target/bench/completion.json, the table in target/bench/completion.md, both
 # stamped (bench/stamp.py). Needs root (the node), python3, Go (kubexit).
 set -euo pipefail
@@ -29,7 +34,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 lib_init completion "$E2E_STATE"
-RUNS=7 UPDATE=true QUICK=false EXTRA=() STRATEGIES=wrap,kubexit,native,controller,native-wrap
+RUNS=7 UPDATE=true QUICK=false EXTRA=() STRATEGIES=wrap,kubexit,native,controller,native-wrap,safety-net
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS=$2; shift ;;
@@ -69,6 +74,7 @@ yaml2json bench/completion/job.yaml >"$GEN/job.json"
 python3 bench/completion/measure.py native-wrap "$GEN/wrap.json" >"$GEN/native-wrap.json"
 yaml2json bench/completion/job-kubexit.yaml >"$GEN/kubexit.json"
 yaml2json bench/completion/job-controller.yaml >"$GEN/controller.json"
+yaml2json bench/completion/job-safety-net.yaml >"$GEN/safety-net.json"
 
 NS="bench-completion-$$"
 kubectl create namespace "$NS" >/dev/null
@@ -76,11 +82,25 @@ kubectl label namespace "$NS" sexton-e2e=true >/dev/null   # removed by e2e-clus
 trap 'kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
 # the namespace's default ServiceAccount, which the pods need to be admitted
 kubectl -n "$NS" wait --for=create serviceaccount/default --timeout=30s >/dev/null
+# Strategy f: sexton's webhook configuration (e2e's, which selects only namespaces labelled
+# sexton-e2e=true) calling a port nobody listens on; the namespace labelled for it. The other
+# strategies' pods reach it too and are admitted unchanged at once (connection refused).
+NET=()
+if [[ ",$STRATEGIES," == *,safety-net,* ]]; then
+  WEBHOOK_CONFIG="$NS-webhook"
+  mkdir -p "$GEN/dead-webhook"; ca_create "$GEN/dead-webhook" bench-dead-webhook-ca
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  sed -e "s/NAME/$WEBHOOK_CONFIG/" -e "s/PORT/$port/g" -e "s/CA_BUNDLE/$(base64 -w0 "$GEN/dead-webhook/ca.crt")/g" \
+    e2e/manifests/webhook-configuration.yaml | kubectl apply -f - >/dev/null
+  trap 'kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; kubectl delete mutatingwebhookconfiguration "$WEBHOOK_CONFIG" --ignore-not-found >/dev/null 2>&1 || true' EXIT
+  kubectl label namespace "$NS" sexton.dev/inject=enabled >/dev/null
+  NET=(--webhook-configuration "$WEBHOOK_CONFIG")
+fi
 
 log "$RUNS runs per strategy ($STRATEGIES), interleaved; namespace $NS"
 python3 bench/stamp.py begin >"$GEN/stamp.json"
 python3 bench/completion/measure.py run --namespace "$NS" --manifests "$GEN" --strategies "$STRATEGIES" \
-  --runs "$RUNS" --out "$OUT/completion.json" --table "$GEN/table.md" --kubectl-sexton "$CTL" "${EXTRA[@]}"
+  --runs "$RUNS" --out "$OUT/completion.json" --table "$GEN/table.md" --kubectl-sexton "$CTL" "${NET[@]}" "${EXTRA[@]}"
 
 python3 bench/stamp.py end "$GEN/stamp.json" "$OUT/completion.json"
 python3 - "$GEN/table.md" "$OUT/completion.json" "$OUT/completion.md" <<'PY'

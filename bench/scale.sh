@@ -154,8 +154,32 @@ webhooks: []
 EOF
 fi
 
+# sexton's webhook configuration as the chart installs it (sexton-webhook), for every
+# namespace but the control plane's and kruise's, calling a port nobody listens on (pods are
+# admitted unchanged at once: connection refused): the controller's safety net, on by
+# default, then takes the benchmark's pods as served and decides on every one of them, as
+# where the webhook is installed (it leaves their marked sidecars to the SidecarTerminator).
+"$KUBECTL" apply -f - >/dev/null <<'EOF'
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: sexton-webhook
+webhooks:
+  - name: inject.sexton.dev
+    admissionReviewVersions: ["v1"]
+    clientConfig: {url: "https://127.0.0.1:1/mutate"}
+    rules: [{operations: ["CREATE"], apiGroups: [""], apiVersions: ["v1"], resources: ["pods"], scope: Namespaced}]
+    namespaceSelector:
+      matchExpressions:
+        - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, kube-public, kube-node-lease, default, kruise-system]}
+    failurePolicy: Ignore
+    sideEffects: None
+    timeoutSeconds: 5
+    reinvocationPolicy: IfNeeded
+EOF
+
 # 4. The measurements.
-NOTE="$MEASURED. Test API server: scripts/testenv.sh (kube-apiserver v1.34.4, etcd, kube-controller-manager), with the kube-apiserver's default \`--max-requests-inflight 400\` and \`--max-mutating-requests-inflight 200\` (neither set) and API Priority and Fairness off (testenv's \`--enable-priority-and-fairness=false\`); no client-side rate limit in sexton (kube-rs has none) nor in the harness.$KRUISE_NOTE"
+NOTE="$MEASURED. sexton's webhook configuration serves the benchmark's namespaces (calling a port nobody listens on), so the safety net decides on every pod. Test API server: scripts/testenv.sh (kube-apiserver v1.34.4, etcd, kube-controller-manager), with the kube-apiserver's default \`--max-requests-inflight 400\` and \`--max-mutating-requests-inflight 200\` (neither set) and API Priority and Fairness off (testenv's \`--enable-priority-and-fairness=false\`); no client-side rate limit in sexton (kube-rs has none) nor in the harness.$KRUISE_NOTE"
 KRUISE_ARGS=()
 [ -n "$KRUISE_BIN" ] && KRUISE_ARGS=(--kruise "$KRUISE_BIN" --kruise-version v1.8.2)
 log "measuring (log lines of the controllers in $WORK)"

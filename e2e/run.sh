@@ -64,6 +64,17 @@
 #    second call: auto (native), wrap, and quit (the mains' supervisor POSTs
 #    :8200/agent/v1/quit, turned on by vault.hashicorp.com/agent-enable-quit): each Job
 #    Complete, vault-agent ended with 0.
+# 15 The safety net: sexton's webhook configuration registered (scenario 10's) for a port
+#    nobody listens on, as when the webhook is scaled to zero: a Job declaring two sidecars
+#    (sexton.dev/sidecars) is admitted unchanged, and `kubectl-sexton controller` (the safety
+#    net alone) swaps proxy, then logs, to the quick-exit image once main ended: main 0 ->
+#    Job Complete (pod Succeeded), main 1 -> Job Failed, both sidecars ended with 0 in reverse
+#    order; the pod records the cause (NotInjected) and the Job has the Event
+#    SidecarsEndedBySafetyNet.
+# 16 The safety net and a vendor's sidecar: with sexton's webhook not answering (as in 15),
+#    the stand-in of Istio's injector adds istio-proxy (args only, as Istio's: a busybox that
+#    answers its probes) to a Job that declares nothing; the net recognises it by Istio's
+#    marker and swaps it once main ended: Job Complete, istio-proxy ended with 0.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -875,13 +886,13 @@ print(" | ".join("%s %s: %s; fix: %s" % (x["status"], x["object"], x["message"],
   pass "13: an image volume without the binary: the Job Failed, the runtime said no such file, and doctor named the empty image volume, the pitfall and the fix"
 }
 
-# start_vendor VENDOR DIR LABEL: the stand-in of VENDOR's injector (testenv/vendor-webhook)
-# on this machine, registered under the vendor's own configuration name for the namespaces
-# labelled LABEL, its sidecar a busybox that serves the vendor's quit endpoint
-# (quit-server.sh). The configuration's name is the cargo tests' too (testbed::Vendor):
+# start_vendor VENDOR DIR LABEL [--sidecar-args]: the stand-in of VENDOR's injector
+# (testenv/vendor-webhook) on this machine, registered under the vendor's own configuration
+# name for the namespaces labelled LABEL, its sidecar a busybox that serves the vendor's quit
+# endpoint (quit-server.sh), as its command (or, with --sidecar-args, its args). The configuration's name is the cargo tests' too (testbed::Vendor):
 # their lock is held meanwhile (fd 8).
 start_vendor() {
-  local vendor=$1 dir=$2 label=$3 bin port
+  local vendor=$1 dir=$2 label=$3 how=${4:---sidecar-command} bin port
   bin=$("$ROOT/scripts/testenv.sh" vendor-webhook) || fail "14: cannot build testenv/vendor-webhook"
   rm -rf "$dir"; mkdir -p "$dir"
   ca_create "$dir" "sexton-e2e-$vendor-ca"
@@ -894,7 +905,7 @@ start_vendor() {
   exec 8>"$TESTENV_STATE/vendor-$VENDOR_CONFIG.lock"
   flock -w 120 8 || fail "14: $VENDOR_CONFIG is held by a test process for 120 s"
   "$bin" --vendor "$vendor" --listen "127.0.0.1:$port" --cert "$dir/serving.crt" --key "$dir/serving.key" \
-    --image busybox:e2e --sidecar-command "$(python3 -c 'import json, sys; print(json.dumps(["/bin/busybox", "sh", "-c", open(sys.argv[1]).read()]))' "$ROOT/testenv/vendor-webhook/quit-server.sh")" \
+    --image busybox:e2e "$how" "$(python3 -c 'import json, sys; print(json.dumps(["/bin/busybox", "sh", "-c", open(sys.argv[1]).read()]))' "$ROOT/testenv/vendor-webhook/quit-server.sh")" \
     >"$dir/vendor.log" 2>&1 &
   VENDOR_PID=$!
   kubectl apply -f "$dir/configuration.json" >/dev/null || fail "14: cannot register $VENDOR_CONFIG"
@@ -963,7 +974,114 @@ scenario14() {
   pass "14: Vault's agent added after sexton's webhook, nothing declared: native, wrap and quit (its quit endpoint POSTed by the main's supervisor) each Complete, vault-agent ended with 0"
 }
 
-[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10 11 12 13 14
+# Scenarios 15 and 16: the controller's safety net.
+
+# dead_webhook N DIR: sexton's webhook configuration (scenario 10's) calling a port of this
+# machine that nobody listens on, as when every replica is gone: the API server admits the
+# pods unchanged (failurePolicy Ignore). WEBHOOK_CONFIG set (deleted on any exit).
+dead_webhook() {
+  local n=$1 dir=$2 port
+  rm -rf "$dir"; mkdir -p "$dir"
+  ca_create "$dir" sexton-e2e-dead-webhook-ca
+  port=$(free_port)
+  WEBHOOK_CONFIG="sexton-e2e-$$"
+  sed -e "s/NAME/$WEBHOOK_CONFIG/" -e "s/PORT/$port/g" -e "s/CA_BUNDLE/$(base64 -w0 "$dir/ca.crt")/g" \
+    "$M/webhook-configuration.yaml" | kubectl apply -f - >/dev/null || fail "$n: cannot create the MutatingWebhookConfiguration"
+}
+# net_controller N NS LOG: the controller with the safety net alone, for NS, reading
+# WEBHOOK_CONFIG; returns once it is ready (its caches filled).
+net_controller() {
+  local n=$1 health
+  controller "$2" "$3" --quick-exit-image sexton-quick-exit:e2e --controllers safety-net \
+    --webhook-configuration "$WEBHOOK_CONFIG"
+  wait_until 30 grep -q 'serving health-addr bound=' "$3" || fail "$n: the controller did not start: $(cat "$3")"
+  health=$(sed -n 's/.*serving health-addr bound=\([0-9.:]*\).*/\1/p' "$3")
+  wait_until 30 curl -sf --max-time 2 "http://$health/readyz" -o /dev/null || fail "$n: the controller is not ready: $(tail -5 "$3")"
+}
+# sidecar_end NS POD NAME: "IMAGE EXIT RESTARTS STARTED FINISHED" of a container's state.
+sidecar_end() {
+  kubectl -n "$1" get pod "$2" -o json | python3 -c '
+import json, sys
+pod, name = json.load(sys.stdin), sys.argv[1]
+for s in pod["status"].get("containerStatuses", []):
+    if s["name"] == name:
+        t = s.get("state", {}).get("terminated") or {}
+        print(s["image"], t.get("exitCode", "running"), s.get("restartCount", 0), t.get("startedAt", "-"), t.get("finishedAt", "-"))' "$3"
+}
+
+scenario15() {
+  local dir="$E2E_STATE/scenario15" ns code job want pod got proxy logs
+  ns=$(fresh_ns net sexton.dev/inject=enabled)
+  dead_webhook 15 "$dir"
+  net_controller 15 "$ns" "$dir/controller.log"
+  for code in 0 1; do
+    sed -e "s/MAIN_CODE/$code/g" "$M/job-safety-net.yaml" | kubectl -n "$ns" create -f - >/dev/null \
+      || fail "15: cannot create the Job net-$code"
+  done
+  for code in 0 1; do
+    job="net-$code"; want=Complete; [ "$code" = 0 ] || want=Failed
+    kubectl -n "$ns" wait --for=condition=$want "job/$job" --timeout=120s >/dev/null \
+      || fail "15: $job not $want: $(states "$ns" "$job"); controller log: $(tail -20 "$dir/controller.log")"
+    pod=$(job_pod "$ns" "$job")
+    got=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.status.phase}')
+    want=Succeeded; [ "$code" = 0 ] || want=Failed
+    [ "$got" = "$want" ] || fail "15: $job: pod $got, want $want"
+    got=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.annotations.sexton\.dev/injected}')
+    [ -z "$got" ] || fail "15: $job: the pod was injected ($got): the webhook answered"
+    got=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.annotations.sexton\.dev/safety-net}')
+    [ "$got" = '{"cause":"NotInjected","sidecars":["proxy","logs"]}' ] || fail "15: $job: the net's record is '$got'"
+    read -r -a proxy <<<"$(sidecar_end "$ns" "$pod" proxy)"
+    read -r -a logs <<<"$(sidecar_end "$ns" "$pod" logs)"
+    for got in "${proxy[*]:0:3}" "${logs[*]:0:3}"; do
+      [ "$got" = "docker.io/library/sexton-quick-exit:e2e 0 1" ] || fail "15: $job: a sidecar's end: '$got', want the quick-exit image, exit 0, 1 restart"
+    done
+    # reverse order: logs' replacement started once proxy's had ended (RFC 3339, UTC)
+    [[ ! "${logs[3]}" < "${proxy[4]}" ]] || fail "15: $job: logs' replacement started at ${logs[3]}, before proxy's ended at ${proxy[4]}"
+    got=$(kubectl -n "$ns" get events --field-selector "reason=SidecarsEndedBySafetyNet,involvedObject.kind=Job,involvedObject.name=$job" -o jsonpath='{.items[0].message}')
+    [[ "$got" == *"not injected at admission"* ]] || fail "15: $job: no SidecarsEndedBySafetyNet Event on the Job saying why: '$got'"
+  done
+  stop_controllers
+  stop_webhook
+  pass "15: sexton's webhook not answering: both Jobs admitted unchanged; the safety net ended proxy, then logs (quick-exit, exit 0): main 0 -> Complete (Succeeded), main 1 -> Failed; cause NotInjected recorded and told on the Job"
+}
+
+# Whether a dry-run Pod comes back with Istio's proxy, in NS.
+istio_called() {
+  kubectl -n "$1" create --dry-run=server -o json -f - <<'EOF' | grep -q '"istio-proxy"'
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+ "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:e2e"}]}}
+EOF
+}
+
+scenario16() {
+  local dir="$E2E_STATE/scenario16" ns label pod got
+  label="sexton-e2e-vendor-$$=true"
+  ns=$(fresh_ns net-vendor sexton.dev/inject=enabled "$label")
+  dead_webhook 16 "$dir/webhook"
+  start_vendor istio "$dir/istio" "$label" --sidecar-args
+  net_controller 16 "$ns" "$dir/controller.log"
+  # the stand-in is called once the API server has read its configuration: a dry run shows it
+  wait_until 30 istio_called "$ns" \
+    || fail "16: the API server did not call the stand-in of Istio's injector; its log: $(cat "$dir/istio/vendor.log")"
+  kubectl -n "$ns" create -f "$M/job-net-vendor.yaml" >/dev/null || fail "16: cannot create the Job"
+  kubectl -n "$ns" wait --for=condition=Complete job/net-istio --timeout=120s >/dev/null \
+    || fail "16: net-istio not Complete: $(all_states "$ns" net-istio); controller log: $(tail -20 "$dir/controller.log"); istio: $(tail -5 "$dir/istio/vendor.log")"
+  pod=$(job_pod "$ns" net-istio)
+  got=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.status.phase} {.metadata.annotations.sexton\.dev/injected}')
+  [ "$got" = "Succeeded " ] || fail "16: pod '$got', want Succeeded and not injected"
+  got=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.annotations.sidecar\.istio\.io/status}')
+  [[ "$got" == *istio-proxy* ]] || fail "16: the stand-in of Istio's injector did not inject the pod: '$got'"
+  got=$(sidecar_end "$ns" "$pod" istio-proxy | cut -d' ' -f1-3)
+  [ "$got" = "docker.io/library/sexton-quick-exit:e2e 0 1" ] || fail "16: istio-proxy's end: '$got', want the quick-exit image, exit 0, 1 restart"
+  got=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.annotations.sexton\.dev/safety-net}')
+  [ "$got" = '{"cause":"NotInjected","sidecars":["istio-proxy"]}' ] || fail "16: the net's record is '$got'"
+  stop_controllers
+  stop_vendor
+  stop_webhook
+  pass "16: Istio's proxy added by its injector's stand-in, sexton's webhook not answering, nothing declared: the safety net recognised and swapped it (exit 0), Job Complete"
+}
+
+[ $# -gt 0 ] || set -- 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16
 for n in "$@"; do
   t0=$SECONDS
   "scenario$n"

@@ -6,8 +6,9 @@ pod's phase Succeeded (or Failed), as a watch of the API server sees it, on the 
                  [--kubectl-sexton BIN] [--timeout SECS] [--table FILE.md]
       DIR/S.json is the Job of strategy S (one object; its name is replaced per run). The
       strategies are run interleaved (S1 S2 ... S1 S2 ...), one Job at a time. With the
-      strategy `controller` in the list, `kubectl-sexton controller` (SidecarTerminator) runs
-      in the background for the whole run, scoped to NS.
+      strategy `controller` or `safety-net` in the list, `kubectl-sexton controller` (the
+      SidecarTerminator, and the safety net reading --webhook-configuration) runs in the
+      background for the whole run, scoped to NS.
   measure.py native-wrap WRAP.json
       prints strategy e: the `inject --strategy wrap` output with the sidecar moved to the
       init containers (after sexton-install) with restartPolicy Always; still wrapped.
@@ -29,6 +30,7 @@ LABELS = {
     "native": "native sidecar (`inject --strategy native`)",
     "controller": "controller image swap (SidecarTerminator)",
     "native-wrap": "native sidecar, also sexton-wrapped",
+    "safety-net": "safety net: the swap, the webhook not answering",
 }
 
 
@@ -73,11 +75,18 @@ def statuses(pod):
 class Controller:
     """`kubectl-sexton controller` in the background; ready once it logs that its cache is filled."""
 
-    def __init__(self, binary, ns, log_path, timeout):
+    def __init__(self, binary, ns, log_path, timeout, webhook_configuration):
         self.log = open(log_path, "w")
         self.filled = threading.Event()
+        # its caches: pods, and for the safety net namespaces and the webhook's configuration
+        self.caches = 3 if webhook_configuration else 1
+        # one process: the safety net leaves OpenKruise's markers to the SidecarTerminator
+        # beside it, so that strategy d's pods are swapped by the SidecarTerminator alone
+        net = ["--controllers", "sidecar-terminator,safety-net",
+               "--webhook-configuration", webhook_configuration] if webhook_configuration else \
+            ["--controllers", "sidecar-terminator"]
         self.proc = subprocess.Popen(
-            [binary, "controller", "--namespace", ns, "--controllers", "sidecar-terminator",
+            [binary, "controller", "--namespace", ns] + net + [
              "--quick-exit-image", "sexton-quick-exit:e2e",
              "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -91,7 +100,9 @@ class Controller:
             self.log.write(line)
             self.log.flush()
             if "cache filled" in line:
-                self.filled.set()
+                self.caches -= 1
+                if self.caches == 0:
+                    self.filled.set()
 
     def stop(self):
         if self.proc.poll() is None:
@@ -233,10 +244,13 @@ def cmd_run(a):
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     load_before = os.getloadavg()
     controller = None
-    if "controller" in strategies:
+    if "safety-net" in strategies and not a.webhook_configuration:
+        die("the strategy safety-net needs --webhook-configuration")
+    if "controller" in strategies or "safety-net" in strategies:
         if not a.kubectl_sexton:
-            die("the strategy controller needs --kubectl-sexton")
-        controller = Controller(a.kubectl_sexton, a.namespace, a.out + ".controller.log", a.timeout)
+            die("the strategies controller and safety-net need --kubectl-sexton")
+        net = a.webhook_configuration if "safety-net" in strategies else None
+        controller = Controller(a.kubectl_sexton, a.namespace, a.out + ".controller.log", a.timeout, net)
     runs = []
     try:
         for rnd in range(1, a.runs + 1):
@@ -309,6 +323,8 @@ def main():
     r.add_argument("--out", required=True)
     r.add_argument("--table")
     r.add_argument("--kubectl-sexton")
+    r.add_argument("--webhook-configuration",
+                   help="strategy safety-net: the MutatingWebhookConfiguration the net reads")
     r.add_argument("--timeout", type=int, default=120)
     r.add_argument("--no-spread", dest="spread", action="store_false",
                    help="main works exactly 2 s in every round (no spread over the relist period)")

@@ -10,11 +10,12 @@
 // webhook built on k8s.io/api types (testenv/old-webhook), it never drops a field.
 //
 //	vendor-webhook --vendor NAME --listen ADDR --cert FILE --key FILE
-//	               [--image IMAGE] [--sidecar-command JSON] [--quit-port N]
+//	               [--image IMAGE] [--sidecar-command JSON | --sidecar-args JSON] [--quit-port N]
 //	vendor-webhook --vendor NAME --print-configuration --url URL --ca-bundle FILE
 //	               --namespace-label KEY=VALUE [--configuration-name NAME]
 //
-// The first serves POST /mutate over TLS; --image, --sidecar-command and --quit-port make the
+// The first serves POST /mutate over TLS; --image, --sidecar-command (or --sidecar-args) and
+// --quit-port make the
 // vendor's containers runnable on the end-to-end tests' node (node.go). The second prints
 // the vendor's MutatingWebhookConfiguration (JSON) calling URL, trusting the PEM in FILE,
 // on the namespaces labelled KEY=VALUE only. NAME is one of the vendors, or native:CONTAINER
@@ -33,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 )
 
 func main() {
@@ -52,6 +54,7 @@ func run(args []string) error {
 		key        = fs.String("key", "", "")
 		image      = fs.String("image", "", "")
 		command    = fs.String("sidecar-command", "", "")
+		asArgs     = fs.String("sidecar-args", "", "")
 		quitPort   = fs.String("quit-port", "", "")
 		print      = fs.Bool("print-configuration", false, "")
 		url        = fs.String("url", "", "")
@@ -75,7 +78,18 @@ func run(args []string) error {
 	if *print {
 		return printConfiguration(v, *configName, *url, *caBundle, *label)
 	}
+	if *command != "" && *asArgs != "" {
+		return errors.New("--sidecar-command and --sidecar-args cannot be used together")
+	}
+	flagName := "--sidecar-command"
+	if *asArgs != "" {
+		*command, flagName = *asArgs, "--sidecar-args"
+	}
 	o, err := parseOptions(v, *name, *image, *command, *quitPort)
+	if err != nil {
+		return fmt.Errorf("%s%s", flagName, strings.TrimPrefix(err.Error(), "--sidecar-command"))
+	}
+	o.asArgs = *asArgs != ""
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,9 @@ package main
 //     configured for this Pod; absent when the vendor has none or it is not enabled) and
 //     VENDOR_PORTS (the quit port and the ports of the sidecar's probes, space-separated).
 //     quit-server.sh, beside this file, is such a sidecar for busybox.
+//   - --sidecar-args: the same program written as the sidecar's args, its command unset
+//     (an image without an entrypoint, such as busybox:e2e, runs args[0]): a sidecar that
+//     sets no `command`, as Istio's, which a swap of its image can end.
 
 import (
 	"sort"
@@ -51,15 +54,20 @@ func forNode(p *Pod, before obj, o options) {
 				}
 			}
 			if sidecar && o.command != nil {
-				// The kubelet expands $(VAR) and turns $$ into $ in a container's command:
+				// The kubelet expands $(VAR) and turns $$ into $ in a container's command and args:
 				// escaped, the sidecar runs exactly the command given (quit-server.sh's $$
 				// would otherwise reach the shell as $).
 				var cmd []any
 				for _, a := range o.command {
 					cmd = append(cmd, strings.ReplaceAll(a, "$", "$$"))
 				}
-				co["command"] = cmd
-				delete(co, "args")
+				if o.asArgs {
+					co["args"] = cmd
+					delete(co, "command")
+				} else {
+					co["command"] = cmd
+					delete(co, "args")
+				}
 				co["env"] = nodeEnv(p, co)
 			}
 		}

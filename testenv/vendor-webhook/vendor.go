@@ -41,6 +41,7 @@ type hook struct {
 type options struct {
 	image    string   // --image: every container the vendor adds runs this image
 	command  []string // --sidecar-command: the command of the vendor's sidecars
+	asArgs   bool     // --sidecar-args: the same program as the sidecars' args, command unset
 	quitPort int      // --quit-port: the quit endpoint's port instead of the vendor's default
 }
 

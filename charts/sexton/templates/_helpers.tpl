@@ -13,6 +13,8 @@ sexton-webhook Service, configuration and sexton-webhook-tls Secret).
 
 {{- define "sexton.controller.name" -}}{{ include "sexton.fullname" . }}-controller{{- end -}}
 {{- define "sexton.webhook.name" -}}{{ include "sexton.fullname" . }}-webhook{{- end -}}
+{{- /* the controller's safety net: on where the webhook is installed, unless turned off */ -}}
+{{- define "sexton.safetyNet" -}}{{ and .Values.controller.safetyNet.enabled .Values.webhook.enabled }}{{- end -}}
 {{- define "sexton.webhook.tlsSecret" -}}
 {{- if eq .Values.webhook.certificate "secret" -}}
 {{- required "webhook.tls.secretName is required with webhook.certificate=secret" .Values.webhook.tls.secretName -}}

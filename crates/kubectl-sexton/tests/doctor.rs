@@ -403,7 +403,8 @@ async fn a_clean_namespace_is_ok() {
             "virtual-kubelet",
             "image-volumes",
             "injected-sidecars",
-            "stuck-pods"
+            "stuck-pods",
+            "safety-net"
         ]
     );
     assert!(

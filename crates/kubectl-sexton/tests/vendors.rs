@@ -782,6 +782,21 @@ fn bad_flags_are_refused_naming_the_flag() {
             &["--vendor", "vault", "--sidecar-command", "sleep"][..],
             "--sidecar-command must be a JSON array of strings",
         ),
+        (
+            &["--vendor", "istio", "--sidecar-args", "sleep"][..],
+            "--sidecar-args must be a JSON array of strings",
+        ),
+        (
+            &[
+                "--vendor",
+                "istio",
+                "--sidecar-args",
+                "[\"a\"]",
+                "--sidecar-command",
+                "[\"a\"]",
+            ][..],
+            "--sidecar-command and --sidecar-args cannot be used together",
+        ),
         (&["--vendor", "vault"][..], "is required"),
         (
             &[

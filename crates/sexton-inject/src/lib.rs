@@ -40,7 +40,7 @@ mod wrap;
 pub use admission::{ANNOTATION_NATIVE, Admission, Scope, admit};
 pub use binary_source::{ANNOTATION_BINARY_SOURCE, BinaryForm, can_land_on, mounts_image_volumes};
 pub use catalogue::{
-    Catalogue, CatalogueError, DoneWhen, Marker, Pattern, Recognised, Reinvocation, Vendor,
+    Catalogue, CatalogueError, DoneWhen, Marker, On, Pattern, Recognised, Reinvocation, Vendor,
     run_to_completion,
 };
 pub use chain::{Chain, may_move};
@@ -51,7 +51,7 @@ pub use options::{
     BinarySource, BinarySourceError, Mechanism, NodeFacts, Options, Position, Runtimes, Strategy,
     StrategyError, Taint,
 };
-pub use record::ANNOTATION_INJECTED;
+pub use record::{ANNOTATION_INJECTED, Injected, RecordError, injected};
 pub use report::{Outcome, Report};
 pub use resource::{entrypoints_needed, inject, uninject};
 pub use sidecars::{ANNOTATION_SIDECARS, Roles, Source};

@@ -160,6 +160,41 @@ pub fn read_object(template: &Value) -> Option<Result<Record, RecordError>> {
     Some(parsed)
 }
 
+/// What sexton's record on a Pod says about which of its sidecars sexton ends (the
+/// controller's safety net leaves those alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Injected {
+    /// No record: nothing of sexton's ends a sidecar of this Pod.
+    No,
+    /// Set ahead of a vendor's webhook by `inject` on a template (`ahead.rs`): nothing was
+    /// injected yet.
+    Ahead,
+    /// These sidecars (and the mechanism named) are ended by what sexton injected; the
+    /// containers it took for mains.
+    Sidecars {
+        mechanism: Mechanism,
+        sidecars: Vec<String>,
+        mains: Vec<String>,
+    },
+    /// A record that cannot be read (a newer sexton's, or damaged): taken as covering every
+    /// sidecar, since whatever wrote it may end them.
+    Unreadable(RecordError),
+}
+
+/// [`Injected`] of a Pod (or pod template) as the API returns it.
+pub fn injected(pod: &Value) -> Injected {
+    match read_object(pod) {
+        None => Injected::No,
+        Some(Err(e)) => Injected::Unreadable(e),
+        Some(Ok(r)) if r.sidecars.is_empty() => Injected::Ahead,
+        Some(Ok(r)) => Injected::Sidecars {
+            mechanism: r.mechanism,
+            sidecars: r.sidecars,
+            mains: r.mains,
+        },
+    }
+}
+
 /// Undoes what `record` says was done to `t`, and removes the record.
 pub fn undo(t: &mut Template, record: &Record) {
     move_back(t, &record.moved);
@@ -207,5 +242,42 @@ fn move_back(t: &mut Template, moved: &[Moved]) {
         let containers = list_at(t.0.get_mut("spec").expect("a spec"), "containers");
         let at = m.index.min(containers.len());
         containers.insert(at, c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(record: Option<&str>) -> Value {
+        match record {
+            Some(r) => json!({"metadata": {"annotations": {ANNOTATION_INJECTED: r}}}),
+            None => json!({"metadata": {}}),
+        }
+    }
+
+    #[test]
+    fn what_a_record_says_it_ends() {
+        assert_eq!(injected(&pod(None)), Injected::No);
+        let r = r#"{"version":1,"mechanism":"native","sidecars":["proxy"],"mains":["main"]}"#;
+        assert_eq!(
+            injected(&pod(Some(r))),
+            Injected::Sidecars {
+                mechanism: Mechanism::Native,
+                sidecars: vec!["proxy".into()],
+                mains: vec!["main".into()],
+            }
+        );
+        let ahead = r#"{"version":1,"mechanism":"native","sidecars":[],"mains":[]}"#;
+        assert_eq!(injected(&pod(Some(ahead))), Injected::Ahead);
+        assert!(matches!(
+            injected(&pod(Some(r#"{"version":9}"#))),
+            Injected::Unreadable(RecordError::Newer(9))
+        ));
+        assert!(matches!(
+            injected(&pod(Some("{"))),
+            Injected::Unreadable(RecordError::Unreadable(_))
+        ));
     }
 }

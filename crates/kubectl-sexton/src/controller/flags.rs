@@ -7,16 +7,19 @@ use std::time::Duration;
 use clap::{Args, ValueEnum, value_parser};
 
 use super::ejob::policy::Policy;
+use crate::shared::catalogue::{CatalogueFileError, CatalogueFlags};
+use crate::shared::components::DEFAULT_WEBHOOK_CONFIGURATION;
 use crate::shared::kube_client::ServiceKubeFlags;
 use crate::shared::leader::LeaseOpts;
 use crate::shared::service::ServiceFlags;
 use sexton_core::config::{LogFormat, LogLevel};
 use sexton_core::duration::parse_go_duration;
+use sexton_inject::Catalogue;
 
 #[derive(Args, Debug)]
 #[command(
-    about = "Run the SidecarTerminator and EphemeralJob controllers",
-    long_about = "Run the companion controllers: the SidecarTerminator ends the marked sidecars (OpenKruise markers KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT[_WITH_IMAGE]) of pods whose main containers are done, by swapping each sidecar's image in place to a quick-exit image; the EphemeralJob controller runs ephemeral containers across the pods a selector picks."
+    about = "Run the SidecarTerminator, the EphemeralJob controller and the safety net",
+    long_about = "Run the companion controllers: the SidecarTerminator ends the marked sidecars (OpenKruise markers KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT[_WITH_IMAGE]) of pods whose main containers are done, by swapping each sidecar's image in place to a quick-exit image; the EphemeralJob controller runs ephemeral containers across the pods a selector picks; the safety net ends, by the same swap, the declared or recognised sidecars of Job pods that sexton's webhook serves but admitted unchanged (down, refused, or the namespace labelled later)."
 )]
 pub struct Flags {
     #[command(flatten)]
@@ -59,9 +62,14 @@ pub struct Flags {
     identity: Option<String>,
     #[command(flatten)]
     serving: ServiceFlags,
-    /// Which controllers to run, comma-separated
-    #[arg(long, env = "SEXTON_CONTROLLERS", value_delimiter = ',', default_value = "sidecar-terminator,ephemeraljob", value_parser = which)]
+    /// Which controllers to run, comma-separated: sidecar-terminator, ephemeraljob, safety-net
+    #[arg(long, env = "SEXTON_CONTROLLERS", value_delimiter = ',', default_value = "sidecar-terminator,ephemeraljob,safety-net", value_parser = which)]
     controllers: Vec<Which>,
+    /// Safety net: the MutatingWebhookConfiguration of sexton's webhook, whose selectors say which Pods it serves (read live; the net acts on nothing while it does not exist)
+    #[arg(long, env = "SEXTON_WEBHOOK_CONFIGURATION", default_value = DEFAULT_WEBHOOK_CONFIGURATION, value_name = "NAME")]
+    webhook_configuration: String,
+    #[command(flatten)]
+    catalogue: CatalogueFlags,
     /// A running pod whose main containers all terminated this long ago while others still run is reported stuck (gauge sexton_controller_stuck_pods, one PodStuck Warning event each); with the SidecarTerminator
     #[arg(long, env = "SEXTON_STUCK_AFTER", default_value = "60s", value_parser = at_least_a_second, value_name = "DURATION")]
     stuck_after: Duration,
@@ -89,12 +97,13 @@ pub enum Which {
     SidecarTerminator,
     #[value(name = "ephemeraljob")]
     EphemeralJob,
+    SafetyNet,
 }
 
 /// A flag value clap's own parsers do not check.
 #[derive(Debug, thiserror::Error)]
 pub enum BadValue {
-    #[error("expected sidecar-terminator or ephemeraljob")]
+    #[error("expected sidecar-terminator, ephemeraljob or safety-net")]
     Controller,
     #[error(transparent)]
     Duration(#[from] sexton_core::duration::DurationError),
@@ -143,17 +152,23 @@ pub struct Opts {
     pub stuck_after: Duration,
     pub concurrency: u16,
     pub ejob_policy: Policy,
+    pub webhook_configuration: String,
+    pub catalogue: Catalogue,
     pub log_format: LogFormat,
     pub log_level: LogLevel,
 }
 
+/// Flags that cannot be used together, or a file a flag names that cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "invalid --leader-elect-renew-grace={grace}s: it must be shorter than --leader-elect-lease-duration={duration}s"
-)]
-pub struct GraceTooLong {
-    grace: u64,
-    duration: u64,
+pub enum Invalid {
+    #[error(
+        "invalid --leader-elect-renew-grace={grace}s: it must be shorter than --leader-elect-lease-duration={duration}s"
+    )]
+    GraceTooLong { grace: u64, duration: u64 },
+    #[error("invalid --webhook-configuration: empty")]
+    NoWebhookConfiguration,
+    #[error(transparent)]
+    Catalogue(#[from] CatalogueFileError),
 }
 
 /// A blank value (`SEXTON_NAMESPACE=" "`) is no value.
@@ -162,14 +177,17 @@ fn non_empty(s: Option<String>) -> Option<String> {
 }
 
 impl Flags {
-    pub fn validate(self) -> Result<Opts, GraceTooLong> {
+    pub fn validate(self) -> Result<Opts, Invalid> {
         let (duration, grace) = (
             self.leader_elect_lease_duration,
             self.leader_elect_renew_grace,
         );
         if grace >= duration {
-            return Err(GraceTooLong { grace, duration });
+            return Err(Invalid::GraceTooLong { grace, duration });
         }
+        let webhook_configuration =
+            non_empty(Some(self.webhook_configuration)).ok_or(Invalid::NoWebhookConfiguration)?;
+        let catalogue = self.catalogue.load()?;
         let mut controllers = self.controllers;
         let mut seen = vec![];
         controllers.retain(|w| {
@@ -205,6 +223,8 @@ impl Flags {
                 allow_privileged: self.ejob_allow_privileged,
                 max_per_pod: self.ejob_max_containers_per_pod.into(),
             },
+            webhook_configuration,
+            catalogue,
             log_format: self.serving.log_format,
             log_level: self.serving.log_level,
         })
@@ -246,12 +266,48 @@ mod tests {
         #[error(transparent)]
         Clap(#[from] clap::Error),
         #[error(transparent)]
-        Invalid(#[from] GraceTooLong),
+        Invalid(#[from] Invalid),
     }
 
     fn parse(args: &[&str]) -> Result<Opts, Refused> {
         let cli = Cli::try_parse_from(std::iter::once("controller").chain(args.iter().copied()))?;
         Ok(cli.flags.validate()?)
+    }
+
+    #[test]
+    fn the_safety_net_runs_by_default_and_reads_the_catalogue_flags() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(
+            o.controllers,
+            [
+                Which::SidecarTerminator,
+                Which::EphemeralJob,
+                Which::SafetyNet
+            ]
+        );
+        assert_eq!(o.webhook_configuration, "sexton-webhook");
+        assert!(!o.catalogue.vendors.is_empty());
+        let o = parse(&[
+            "--recognise=false",
+            "--webhook-configuration",
+            "batch-sexton-webhook",
+        ])
+        .unwrap();
+        assert!(o.catalogue.vendors.is_empty());
+        assert_eq!(o.webhook_configuration, "batch-sexton-webhook");
+        for (args, needle) in [
+            (
+                vec!["--webhook-configuration", " "],
+                "--webhook-configuration",
+            ),
+            (
+                vec!["--sidecar-catalogue", "/nonexistent/c.yaml"],
+                "--sidecar-catalogue /nonexistent/c.yaml",
+            ),
+        ] {
+            let e = parse(&args).unwrap_err().to_string();
+            assert!(e.contains(needle), "{args:?}: {e}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `kubectl-sexton controller`: the SidecarTerminator and the EphemeralJob controller in
-//! one process.
+//! `kubectl-sexton controller`: the SidecarTerminator, the EphemeralJob controller and the
+//! safety net in one process.
 //!
 //! Process shape: one multi-threaded tokio runtime; metrics and health served by axum; an
 //! optional Lease-based leader election gating the controllers; one pod watch and cache
@@ -11,6 +11,7 @@ pub mod ejob;
 pub mod flags;
 mod metrics;
 mod parts;
+mod safety_net;
 mod telemetry;
 mod terminator;
 mod watch;
@@ -28,6 +29,7 @@ use tracing::{info, warn};
 use crate::shared::exit::Exit;
 use crate::shared::http::Health;
 use crate::shared::logging;
+use crate::shared::pod::KeptAnnotations;
 use crate::shared::service::{self, Service, unusable};
 use crate::shared::signals::Shutdown;
 use flags::{Flags, Opts, Which};
@@ -94,9 +96,15 @@ async fn run_controllers(
         stuck_after: o.stuck_after,
     };
     let runs = |w| o.controllers.contains(&w);
-    let mut pods = PodFeed::new();
-    // the pod cache, plus the EphemeralJob cache
-    let caches = 1 + usize::from(runs(Which::EphemeralJob));
+    let net = runs(Which::SafetyNet);
+    // the net recognises vendors' sidecars by their markers: the cache keeps them
+    let kept = match net {
+        true => KeptAnnotations::of(&o.catalogue),
+        false => KeptAnnotations::default(),
+    };
+    let mut pods = PodFeed::new(kept);
+    // the pod cache, plus the EphemeralJob cache, plus the safety net's
+    let caches = 1 + usize::from(runs(Which::EphemeralJob)) + usize::from(net) * safety_net::CACHES;
     parts.health.pending.store(caches, Ordering::Relaxed);
     let terminator = runs(Which::SidecarTerminator).then(|| {
         terminator::sidecar_terminator(
@@ -108,6 +116,16 @@ async fn run_controllers(
     });
     let ejobs = runs(Which::EphemeralJob)
         .then(|| ejob::ephemeral_jobs(&parts, o.ejob_policy.clone(), &mut pods));
+    let net = net.then(|| {
+        let options = safety_net::Options {
+            catalogue: o.catalogue.clone(),
+            quick_exit_image: o.quick_exit_image.clone(),
+            allowed_images: o.sidecar_allowed_images.clone(),
+            terminator_runs: terminator.is_some(),
+            webhook_configuration: o.webhook_configuration.clone(),
+        };
+        safety_net::safety_net(&parts, options, &mut pods)
+    });
     let seen = terminator.as_ref().map(|t| t.seen.clone());
     let pod_watch = pods.run(
         parts.scoped(),
@@ -119,7 +137,8 @@ async fn run_controllers(
             }
         },
     );
-    let controllers = futures_util::future::join(maybe(terminator.map(|t| t.run)), maybe(ejobs));
+    let controllers =
+        futures_util::future::join3(maybe(terminator.map(|t| t.run)), maybe(ejobs), maybe(net));
     tokio::select! {
         _ = controllers => {}
         _ = pod_watch => warn!("the pod watch ended"),

@@ -123,6 +123,23 @@ fn publisher(recorder: Recorder) -> mpsc::Sender<Outgoing> {
     tx
 }
 
+/// The API server refuses an Event whose note is longer (events.k8s.io/v1).
+const MAX_NOTE: usize = 1024;
+
+/// `s`, cut to at most `max` bytes (on a character boundary, ending with "...").
+fn at_most(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max - 3;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push_str("...");
+    s
+}
+
 pub struct Telemetry<K: Resource>
 where
     K::DynamicType: Eq + Hash,
@@ -189,24 +206,42 @@ impl<K: Resource<DynamicType = ()>> Telemetry<K> {
 
     /// Queues an Event about `obj` (published in the background: see [`EVENT_QUEUE`]).
     pub fn event(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String) {
+        self.event_about(obj.object_ref(&()), type_, reason, action, note)
+    }
+
+    /// Queues an Event about the object `reference` names (a pod's Job, say).
+    pub fn event_about(
+        &self,
+        reference: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let object = format!(
+            "{}/{}",
+            reference.namespace.as_deref().unwrap_or_default(),
+            reference.name.as_deref().unwrap_or_default()
+        );
         let out = Outgoing {
             event: Event {
                 type_,
                 reason: reason.into(),
-                note: Some(note),
+                note: Some(at_most(note, MAX_NOTE)),
                 action: action.into(),
                 secondary: None,
             },
-            reference: obj.object_ref(&()),
-            object: key(obj),
+            reference,
+            object,
         };
         let queue = self.events.get_or_init(|| publisher(self.recorder.clone()));
-        if queue.try_send(out).is_err() {
+        if let Err(e) = queue.try_send(out) {
             self.metrics
                 .events_dropped
                 .get_or_create(&self.label())
                 .inc();
-            warn!(object = %key(obj), reason, "event dropped: {EVENT_QUEUE} events are waiting for the API server");
+            let object = e.into_inner().object;
+            warn!(%object, reason, "event dropped: {EVENT_QUEUE} events are waiting for the API server");
         }
     }
 
@@ -222,5 +257,22 @@ impl<K: Resource<DynamicType = ()>> Telemetry<K> {
         let retry = kind.retry_after();
         warn!(controller = self.controller, object = %key(obj), error = %err, ?kind, "reconcile failed; retrying in {retry:?}");
         retry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_cut_to_what_the_api_server_takes() {
+        assert_eq!(at_most("short".into(), MAX_NOTE), "short");
+        let long = "é".repeat(600);
+        let cut = at_most(long, MAX_NOTE);
+        assert!(
+            cut.len() <= MAX_NOTE && cut.ends_with("..."),
+            "{}",
+            cut.len()
+        );
     }
 }

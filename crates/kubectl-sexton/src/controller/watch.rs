@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::shared::pod::Pod;
+use crate::shared::pod::{KeptAnnotations, Pod};
 use futures_util::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -126,7 +126,7 @@ pub fn bounded(s: &str) -> String {
 pub fn observed<K>(
     events: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     writer: Writer<K>,
-    trim: fn(&mut K),
+    trim: impl FnMut(&mut K) + Send + 'static,
     report: WatchReport,
     mut each: impl FnMut(&Event<K>) + Send + 'static,
 ) -> impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static
@@ -154,11 +154,12 @@ pub fn slim<K: Resource>(obj: &mut K) {
 }
 
 /// What the pod cache keeps of a pod's metadata: no managedFields, and only sexton's
-/// annotations (the pod's other fields are trimmed as it is decoded: `crate::shared::pod`).
-fn slim_pod(pod: &mut Pod) {
+/// annotations and the catalogue's markers (`kept`; the pod's other fields are trimmed as
+/// it is decoded: `crate::shared::pod`).
+fn slim_pod(pod: &mut Pod, kept: &KeptAnnotations) {
     pod.metadata.managed_fields = None;
     if let Some(a) = pod.metadata.annotations.as_mut() {
-        crate::shared::pod::keep_own_annotations(a);
+        kept.trim(a);
     }
 }
 
@@ -182,16 +183,19 @@ pub struct PodFeed {
     pub filled: Arc<AtomicBool>,
     writer: Writer<Pod>,
     subscribers: Vec<(mpsc::Sender<PodEvent>, Wanted)>,
+    kept: KeptAnnotations,
 }
 
 impl PodFeed {
-    pub fn new() -> Self {
+    /// A feed whose cache keeps sexton's annotations and `kept`.
+    pub fn new(kept: KeptAnnotations) -> Self {
         let (store, writer) = reflector::store();
         PodFeed {
             store,
             writer,
             filled: Arc::default(),
             subscribers: vec![],
+            kept,
         }
     }
 
@@ -219,7 +223,9 @@ impl PodFeed {
             filled: self.filled,
             ..report
         };
-        observed(watcher(api, config), self.writer, slim_pod, report, each)
+        let kept = self.kept;
+        let trim = move |p: &mut Pod| slim_pod(p, &kept);
+        observed(watcher(api, config), self.writer, trim, report, each)
             .for_each(|ev| {
                 let ev = ev.ok();
                 let to: Vec<_> = subscribers

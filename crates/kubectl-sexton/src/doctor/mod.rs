@@ -4,7 +4,8 @@
 //!
 //! This is the glue: flags, the client, which checks run, output and exit code. Each
 //! family of checks is a file (`cluster.rs`, `components.rs`, `admission.rs`, `chain.rs`,
-//! `nodes.rs`, `image_volumes.rs`, `injected.rs` with `ended.rs`, `stuck_pods.rs`, `manifests.rs`); what
+//! `nodes.rs`, `image_volumes.rs`, `injected.rs` with `ended.rs`, `stuck_pods.rs`,
+//! `safety_net.rs`, `manifests.rs`); what
 //! several read is listed once (`webhooks.rs`, `pods.rs`); `report.rs` is the pure report.
 
 mod access;
@@ -22,6 +23,7 @@ mod nodes;
 mod pods;
 mod reduced;
 mod report;
+mod safety_net;
 mod stuck_pods;
 mod webhooks;
 
@@ -45,7 +47,7 @@ use sexton_inject::Catalogue;
 #[derive(Args, Debug)]
 #[command(
     about = "Find stuck Jobs, vendors' injected sidecars nothing ends, stripped native sidecars and legacy sidecar patterns, and the command that fixes each",
-    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, the mutating webhooks in the order the API server calls them, virtual-kubelet nodes, nodes whose runtime mounts image volumes empty and pods that failed on it, the sidecars other vendors' webhooks injected into Jobs' pods and whether they will be ended, pods stuck with their mains done, sexton's own components, found by their labels whatever the Helm release is named) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). --recognise and --sidecar-catalogue are the webhook's: pass the same. Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
+    long_about = "Checks the cluster (API server version, whether native sidecars survive admission, the mutating webhooks in the order the API server calls them, virtual-kubelet nodes, nodes whose runtime mounts image volumes empty and pods that failed on it, the sidecars other vendors' webhooks injected into Jobs' pods and whether they will be ended, pods stuck with their mains done, the pods whose sidecars the controller's safety net ended because admission missed them and why, sexton's own components, found by their labels whatever the Helm release is named) or, with -f, manifests (sidecars nothing ends, kubexit wrappers, OpenKruise markers, mesh quit-endpoint scripts, sleep-until-file loops). --recognise and --sidecar-catalogue are the webhook's: pass the same. Read-only: the admission probe is a server-side dry run. Exit 0: nothing wrong; 1: a warning or an error was found; 2: the doctor could not run."
 )]
 pub struct DoctorFlags {
     #[command(flatten)]
@@ -140,7 +142,7 @@ async fn cluster_report(flags: &DoctorFlags, catalogue: Catalogue) -> Result<Rep
         flags.sexton.sexton_namespace.clone(),
         catalogue,
     );
-    let (components, admission, chain, nodes, image_volumes, injected, stuck) = tokio::join!(
+    let (components, admission, chain, nodes, image_volumes, injected, stuck, net) = tokio::join!(
         components::check(&ctx),
         admission::check(&ctx),
         chain::check(&ctx),
@@ -148,6 +150,7 @@ async fn cluster_report(flags: &DoctorFlags, catalogue: Catalogue) -> Result<Rep
         image_volumes::check(&ctx),
         injected::check(&ctx),
         stuck_pods::check(&ctx),
+        safety_net::check(&ctx),
     );
     Ok(Report::new(vec![
         cluster::check(&version),
@@ -158,5 +161,6 @@ async fn cluster_report(flags: &DoctorFlags, catalogue: Catalogue) -> Result<Rep
         image_volumes,
         injected,
         stuck,
+        net,
     ]))
 }

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer, Serialize};
+use sexton_inject::{Catalogue, Marker, On, Pattern};
 
 /// The prefixes of the environment variables any rule reads: OpenKruise's markers,
 /// kubexit's variables (`KUBEXIT_DEATH_DEPS` declares sidecars) and sexton's own (an
@@ -203,9 +204,53 @@ fn rule_env<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<EnvVar>>, D::E
     }))
 }
 
-/// Keeps only sexton's annotations (the cache's trim of metadata; see [`ANNOTATION_PREFIX`]).
-pub fn keep_own_annotations(annotations: &mut BTreeMap<String, String>) {
-    annotations.retain(|k, _| k.starts_with(ANNOTATION_PREFIX));
+/// The annotations a rule reads besides sexton's: the catalogue's markers (which prove a
+/// vendor's injection: the safety net recognises vendors' sidecars by them) and those its
+/// quit endpoints read. Kept by key, and with their value only where a marker names one:
+/// Istio's `sidecar.istio.io/status` is a kilobyte of JSON that no rule reads.
+#[derive(Debug, Clone, Default)]
+pub struct KeptAnnotations {
+    /// (key, whether its value is read)
+    keys: Vec<(Pattern, bool)>,
+}
+
+impl KeptAnnotations {
+    pub fn of(catalogue: &Catalogue) -> KeptAnnotations {
+        fn markers(keys: &mut Vec<(Pattern, bool)>, list: &[Marker]) {
+            for m in list.iter().filter(|m| m.on == On::Annotation) {
+                keys.push((m.key.clone(), m.value.is_some()));
+            }
+        }
+        let mut keys = vec![];
+        for v in &catalogue.vendors {
+            markers(&mut keys, &v.markers);
+            if let Some(q) = &v.quit {
+                markers(&mut keys, &q.unavailable_with);
+                markers(&mut keys, q.enable_annotation.as_slice());
+                if let Some(port) = &q.port_annotation {
+                    keys.push((Pattern(port.clone()), true));
+                }
+            }
+        }
+        KeptAnnotations { keys }
+    }
+
+    /// Keeps sexton's annotations and these, dropping the values no rule reads.
+    pub fn trim(&self, annotations: &mut BTreeMap<String, String>) {
+        annotations.retain(|k, v| {
+            if k.starts_with(ANNOTATION_PREFIX) {
+                return true;
+            }
+            let mut matching = self.keys.iter().filter(|(p, _)| p.matches(k)).peekable();
+            if matching.peek().is_none() {
+                return false;
+            }
+            if !matching.any(|(_, value)| *value) {
+                v.clear();
+            }
+            true
+        });
+    }
 }
 
 #[cfg(test)]
@@ -303,10 +348,38 @@ mod tests {
             ("sexton.dev/swapped-sidecars".to_string(), "{}".to_string()),
             ("sidecar.istio.io/status".to_string(), "{...}".to_string()),
         ]);
-        keep_own_annotations(&mut a);
+        KeptAnnotations::default().trim(&mut a);
         assert_eq!(
             a.keys().collect::<Vec<_>>(),
             ["sexton.dev/swapped-sidecars"]
+        );
+    }
+
+    #[test]
+    fn the_catalogues_markers_are_kept_by_key_and_value_only_where_read() {
+        let kept = KeptAnnotations::of(&Catalogue::default());
+        let mut a: BTreeMap<String, String> = [
+            ("sexton.dev/sidecars", "proxy"),
+            ("sidecar.istio.io/status", "{\"initContainers\":[...]}"),
+            // (Dapr's marker is a label)
+            ("dapr.io/sidecar-injected", "true"),
+            ("dapr.io/http-port", "3501"),
+            ("cloudsql.cloud.google.com/db", "x"),
+            ("kubectl.kubernetes.io/last-applied-configuration", "{...}"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        kept.trim(&mut a);
+        let got: Vec<(&str, &str)> = a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("cloudsql.cloud.google.com/db", ""),
+                ("dapr.io/http-port", "3501"),
+                ("sexton.dev/sidecars", "proxy"),
+                ("sidecar.istio.io/status", ""),
+            ]
         );
     }
 }

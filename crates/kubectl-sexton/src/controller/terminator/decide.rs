@@ -75,9 +75,14 @@ impl Reason {
         }
     }
 
+    /// A swapped sidecar whose replacement cannot start: the pod waits for it.
+    pub(crate) fn stalls(self) -> bool {
+        self == Reason::QuickExitStalled
+    }
+
     /// A sidecar refused for this reason keeps running, and so keeps the pod alive: then
     /// no other sidecar of the pod is swapped either (all or nothing).
-    fn keeps_a_sidecar_running(self) -> bool {
+    pub(crate) fn keeps_a_sidecar_running(self) -> bool {
         matches!(
             self,
             Reason::SwapRefusedNoImage
@@ -100,7 +105,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(container: &str, reason: Reason, message: String) -> Self {
+    pub(crate) fn new(container: &str, reason: Reason, message: String) -> Self {
         Refusal {
             container: container.into(),
             reason,
@@ -157,7 +162,7 @@ pub fn is_running(pod: &Pod) -> bool {
     phase(pod) == "Running"
 }
 
-fn phase(pod: &Pod) -> &str {
+pub(crate) fn phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
@@ -174,7 +179,7 @@ pub fn swapped(pod: &Pod) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-fn status<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
+pub(crate) fn status<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
     pod.status
         .as_ref()?
         .container_statuses
@@ -183,7 +188,7 @@ fn status<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
         .find(|s| s.name == name)
 }
 
-fn terminated_code(s: Option<&ContainerStatus>) -> Option<i32> {
+pub(crate) fn terminated_code(s: Option<&ContainerStatus>) -> Option<i32> {
     s?.state.as_ref()?.terminated.as_ref().map(|t| t.exit_code)
 }
 
@@ -312,7 +317,7 @@ fn not_for_us(pod: &Pod, sidecars: &[&Container]) -> Option<String> {
     (!is_running(pod)).then(|| format!("phase {}", phase(pod)))
 }
 
-fn restart_policy(pod: &Pod) -> &str {
+pub(crate) fn restart_policy(pod: &Pod) -> &str {
     pod.spec
         .as_ref()
         .and_then(|s| s.restart_policy.as_deref())
@@ -334,7 +339,7 @@ fn no_main_container() -> Decision {
 
 /// Why the mains are not done yet, if so: one is running or has not started, or (under
 /// OnFailure) failed and will be restarted.
-fn mains_not_done(pod: &Pod, mains: &[&Container]) -> Option<String> {
+pub(crate) fn mains_not_done(pod: &Pod, mains: &[&Container]) -> Option<String> {
     for m in mains {
         let s = status(pod, &m.name);
         match terminated_code(s) {
@@ -359,7 +364,7 @@ fn mains_not_done(pod: &Pod, mains: &[&Container]) -> Option<String> {
 
 /// What to do with one sidecar once the mains are done.
 #[derive(Debug)]
-enum Verdict {
+pub(crate) enum Verdict {
     Swap(Swap),
     Problem(Refusal),
     /// Swapped before; its replacement has not ended yet.
@@ -369,7 +374,7 @@ enum Verdict {
 }
 
 /// A sidecar swapped before: never swap it again; watch that the replacement actually ends.
-fn swapped_sidecar(pod: &Pod, c: &Container) -> Verdict {
+pub(crate) fn swapped_sidecar(pod: &Pod, c: &Container) -> Verdict {
     let s = status(pod, &c.name);
     let image = c.image.as_deref().unwrap_or_default();
     if let Some((reason, message)) = waiting(s).filter(|(r, _)| STALL_REASONS.contains(&r.as_str()))
@@ -403,7 +408,7 @@ fn swapped_sidecar(pod: &Pod, c: &Container) -> Verdict {
 }
 
 /// A sidecar not swapped yet: swap it if it runs and a safe quick-exit image is known.
-fn unswapped_sidecar(
+pub(crate) fn unswapped_sidecar(
     pod: &Pod,
     c: &Container,
     default_image: Option<&str>,

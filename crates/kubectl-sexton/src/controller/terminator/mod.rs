@@ -4,7 +4,7 @@
 //! wiring into the process: the Running pods of the shared pod feed into its loop
 //! (`run.rs`), and the stuck-pod detection over the same cache (`teardown.rs`).
 
-mod decide;
+pub(crate) mod decide;
 mod reconcile;
 mod run;
 mod teardown;

@@ -1,0 +1,132 @@
+//! The safety net's loop: a FIFO work queue of pods, fed by the pod feed's Running pods and
+//! by the changes that can make the webhook serve pods it did not (a namespace's labels, the
+//! webhook's configuration: every pod of the namespace, or every pod, queued again), and
+//! `--concurrency` workers that reconcile the newest cached version of each. The workers
+//! start once the three caches are filled; a failed reconciliation is retried after the time
+//! its error calls for; at the shutdown signal the queue is closed, so the workers finish
+//! the pod in hand and take no other.
+
+use std::sync::Arc;
+
+use futures_util::{Stream, StreamExt};
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::reconcile::{Ctx, reconcile};
+use crate::controller::terminator::decide::is_running;
+use crate::controller::watch::PodEvent;
+use crate::controller::workqueue::WorkQueue;
+use crate::shared::pod::Pod;
+
+type Queue = WorkQueue<ObjectRef<Pod>>;
+
+/// What queues pods besides their own events.
+pub enum Requeue {
+    /// The labels of this namespace changed: its pods.
+    Namespace(String),
+    /// The webhook's configuration changed: every pod.
+    Everything,
+}
+
+/// Runs until `stopped` and the pods in hand are done (or the feeds end).
+pub async fn run(
+    pods: impl Stream<Item = PodEvent> + Send + 'static,
+    requeues: impl Stream<Item = Requeue> + Send + 'static,
+    store: Store<Pod>,
+    ctx: Arc<Ctx>,
+    concurrency: u16,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let queue: Arc<Queue> = Arc::default();
+    // set once the pod cache is filled (its first relist): the pod store's own readiness
+    // future wakes only one waiter, the SidecarTerminator's
+    let (listed, mut filled) = watch::channel(false);
+    let feed = feed(pods, store.clone(), queue.clone(), listed);
+    let requeue = requeue(requeues, store.clone(), queue.clone());
+    let close = {
+        let queue = queue.clone();
+        async move {
+            stopped.await;
+            queue.close();
+        }
+    };
+    let work = async {
+        let caches = async {
+            filled.wait_for(|f| *f).await.ok()?;
+            ctx.namespaces.wait_until_ready().await.ok()?;
+            ctx.configuration.wait_until_ready().await.ok()
+        };
+        if caches.await.is_none() {
+            return;
+        }
+        let mut workers = JoinSet::new();
+        for _ in 0..concurrency.max(1) {
+            workers.spawn(worker(queue.clone(), store.clone(), ctx.clone()));
+        }
+        while workers.join_next().await.is_some() {}
+    };
+    tokio::select! {
+        _ = work => {}
+        _ = futures_util::future::join3(feed, requeue, close) => {}
+    }
+}
+
+/// Queues each changed pod; after a relist, every Running pod of the cache.
+async fn feed(
+    pods: impl Stream<Item = PodEvent>,
+    store: Store<Pod>,
+    queue: Arc<Queue>,
+    listed: watch::Sender<bool>,
+) {
+    pods.for_each(|ev| {
+        match ev {
+            PodEvent::Changed(p) => {
+                queue.add(ObjectRef::from_obj(&*p));
+            }
+            PodEvent::Relisted => {
+                queue_pods(&store, &queue, |_| true);
+                listed.send_replace(true);
+            }
+        }
+        std::future::ready(())
+    })
+    .await
+}
+
+/// Queues the pods a change of the webhook's scope can concern.
+async fn requeue(requeues: impl Stream<Item = Requeue>, store: Store<Pod>, queue: Arc<Queue>) {
+    requeues
+        .for_each(|r| {
+            match r {
+                Requeue::Namespace(ns) => {
+                    queue_pods(&store, &queue, |p| p.namespace().as_deref() == Some(&ns))
+                }
+                Requeue::Everything => queue_pods(&store, &queue, |_| true),
+            }
+            std::future::ready(())
+        })
+        .await
+}
+
+fn queue_pods(store: &Store<Pod>, queue: &Queue, which: impl Fn(&Pod) -> bool) {
+    for p in store.state() {
+        if is_running(&p) && which(&p) {
+            queue.add(ObjectRef::from_obj(&*p));
+        }
+    }
+}
+
+/// Reconciles queued pods, one at a time, until the queue is closed.
+async fn worker(queue: Arc<Queue>, store: Store<Pod>, ctx: Arc<Ctx>) {
+    while let Some(pod_ref) = queue.next().await {
+        if let Some(pod) = store.get(&pod_ref)
+            && let Err(e) = reconcile(pod.clone(), &ctx).await
+        {
+            let retry = ctx.telemetry.failed(&pod, &e);
+            queue.add_after(pod_ref.clone(), retry);
+        }
+        queue.done(&pod_ref);
+    }
+}
