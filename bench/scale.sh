@@ -40,8 +40,8 @@ WORK="$ROOT/target/bench/scale"
 JSON="$ROOT/target/bench/scale.json"
 MD="$ROOT/target/bench/scale.md"
 
-log() { echo "scale.sh: $*" >&2; }
-die() { echo "scale.sh: error: $*" >&2; exit 1; }
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh    # (log, die)
 
 BIN="" REV=HEAD KRUISE=1 WRITE=1 KEEP=0 WORKSPACE=0 ARGS=()
 while [ $# -gt 0 ]; do

@@ -63,7 +63,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-log() { echo "== $*" >&2; }
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh    # (log)
 OUT=target/bench
 WORK=$OUT/webhook
 rm -rf "$WORK" && mkdir -p "$WORK"

@@ -50,8 +50,8 @@ done
 built() { case " ${DESKTOPS[*]} " in *" $1:"*) return 0 ;; *) return 1 ;; esac; }
 export WINEPREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/sexton-wine" WINEDEBUG=-all
 
-log() { echo "desktop.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh    # (log, die)
 
 # What the build needs: Rust's standard library for each target, cargo-zigbuild and zig.
 build_tools() {

@@ -49,8 +49,6 @@ CREATED=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 PLATFORMS=(amd64:x86_64-unknown-linux-gnu arm64:aarch64-unknown-linux-gnu)
 STORE="${XDG_CACHE_HOME:-$HOME/.cache}/sexton-images"
 
-log() { echo "images.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 need_tools() {
   local missing=()
