@@ -5,8 +5,8 @@
 #   KUBEXIT_SRC=/path/to/checkout  build from a local checkout of github.com/karlkfi/kubexit
 # Otherwise: the cached build, else `go install` from the Go module proxy.
 #   SEXTON_BENCH_PEERS=if-built    the cached build or nothing (exit 1): CI's quick benchmarks
-#                                  (scripts/test.sh) build no peer (13 min for kubexit here,
-#                                  loaded; 1.5 CPU-minutes)
+#                                  (scripts/test.sh) build no peer (BENCHMARKS.md: what
+#                                  each peer's build costs)
 #   bench/kubexit.sh image DIR     also builds the image kubexit:e2e (in DIR) and imports it
 #                                  into the e2e node's containerd (bench/completion.sh,
 #                                  bench/deletion.sh): the binary at /bin/kubexit and

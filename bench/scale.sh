@@ -5,7 +5,7 @@
 # scale:start and scale:end markers) and target/bench/scale.json (every figure, every
 # transition).
 #
-#   bench/scale.sh                   ~20 minutes on 2 cores once built (cold builds ~20 + ~7)
+#   bench/scale.sh                   everything (BENCHMARKS.md says how long, and its builds)
 #   bench/scale.sh --quick           200 and 1 000 pods, short windows: to check the harness
 #   bench/scale.sh --sizes 1000 --window 20 --contenders sexton,kruise
 #   bench/scale.sh --rev REV         measure the controller of this commit (default HEAD)

@@ -30,8 +30,8 @@ node_ctr() {
 }
 
 # Every Go build's compiler flags: no DWARF from the compiler (the links' -w drops it
-# anyway), which saves ~6% of the CPU of a build from an empty cache (etcd's server,
-# measured 2026-11-28: 80 against 85 CPU-s); a cold run compiles ~1 000 CPU-s of Go.
+# anyway), which saves CPU in every build from an empty cache, and a cold run compiles a
+# lot of Go (CONTRIBUTING.md, where a cold run's time goes).
 # shellcheck disable=SC2034  # (used by the scripts that source this file)
 GO_GCFLAGS="all=-dwarf=false"
 

@@ -12,7 +12,7 @@
 # kruise's go.sum has. Nothing of kruise is kept in this repository.
 #
 # Settings: SEXTON_BENCH_PEERS=if-built: only a binary built before, else exit 1 (CI's quick
-# benchmarks, scripts/test.sh: the cold build takes ~7 min). SEXTON_BENCH_CACHE (default ~/.cache/sexton-bench): the binary goes to
+# benchmarks, scripts/test.sh: the cold build takes minutes, BENCHMARKS.md). SEXTON_BENCH_CACHE (default ~/.cache/sexton-bench): the binary goes to
 # $SEXTON_BENCH_CACHE/kruise/kruise-manager-v1.8.2, the build log beside it.
 set -euo pipefail
 
