@@ -47,6 +47,7 @@ export WINEPREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/sexton-wine" WINEDEBUG=-all
 
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh    # (log, die)
+LIB_NAME=desktop.sh
 
 # What the build needs: Rust's standard library for each target, cargo-zigbuild and zig.
 build_tools() {

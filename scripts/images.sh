@@ -35,7 +35,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
-. scripts/lib.sh    # (build_workspace)
+. scripts/lib.sh    # (build_workspace, log, die)
+LIB_NAME=images.sh
 ROOT=$PWD
 OUT="$ROOT/target/images"
 REPO=${SEXTON_IMAGE_REPO:-ghcr.io/sexton-dev}

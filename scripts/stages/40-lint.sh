@@ -11,5 +11,5 @@ run() {
   scripts/manifests.sh check              # deploy/ is the chart rendered
   "$(scripts/tools.sh actionlint)" .github/workflows/*.yaml
   scripts/book.sh                         # mdbook build docs, every link and anchor, a screenshot
-  python3 bench/check.py --self-test      # the benchmarks' checker flags what it is for
+  python3 bench/lib/check.py --self-test  # the benchmarks' checker flags what it is for
 }

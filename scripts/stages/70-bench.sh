@@ -6,9 +6,9 @@
 # measurement windows, pods starting), so together they take little more than the longer of
 # the two (CONTRIBUTING.md, where a cold run's time goes); the arm64 stage, whose emulated
 # waits are the most sensitive to load, runs after both.
-STAGE_HELP="the quick forms of the other benchmarks (bench/webhook.sh, bench/webhook-hostile.sh,
-bench/scale.sh, bench/run.sh, bench/ships.py): each must write its results
-stamped, every table filled (bench/check.py); the figures are not asserted, but
+STAGE_HELP="the quick forms of the other benchmarks (bench/NAME/run.sh of webhook,
+webhook-hostile, scale and in-pod; bench/ships/run.py): each must write its results
+stamped, every table filled (bench/lib/check.py); the figures are not asserted, but
 for the webhook's peak RSS under hostile clients (within the chart's limit). (In a
 full run: after the images, in the background beside the e2e stage.)"
 STAGE_NEEDS="build images go-builds bench-tools"
@@ -19,7 +19,7 @@ run() {
 }
 # The admission webhook (no cluster): the workspace's kubectl-sexton, and vegeta.
 bench_webhook() {
-  bench_quick webhook 7 bench/webhook.sh --quick --bin target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton \
+  bench_quick webhook 7 bench/webhook/run.sh --quick --bin target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton \
     --max-wait 0 --max-wait-total 0
 }
 # The webhook under hostile clients (slow bodies, idle TLS, oversize bodies, many
@@ -27,15 +27,15 @@ bench_webhook() {
 # at once at the limits: the p99s are reported, not asserted; the webhook's peak RSS must stay
 # within the chart's memory limit (charts/sexton/values.yaml: 256Mi).
 bench_hostile() {
-  bench_quick hostile 2 bench/webhook-hostile.sh --bin target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton \
+  bench_quick hostile 2 bench/webhook-hostile/run.sh --bin target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton \
     --secs 4 --hostile-addresses 2 --out target/bench/hostile.md --max-rss-mib 256
 }
-# The controllers at scale, on a test control plane of their own (bench/scale.sh's ports).
-bench_scale() { bench_quick scale 4 bench/scale.sh --quick --workspace-build --no-write; }
+# The controllers at scale, on a test control plane of their own (bench/scale/run.sh's ports).
+bench_scale() { bench_quick scale 4 bench/scale/run.sh --quick --workspace-build --no-write; }
 # The in-pod supervisor against kubexit (PID namespaces): the shipped linux/amd64 binaries.
 bench_run() {
-  bench_quick results 10 bench/run.sh --quick --bin target/images/bin/linux-amd64/sexton \
+  bench_quick results 10 bench/in-pod/run.sh --quick --bin target/images/bin/linux-amd64/sexton \
     --slim-bin target/images/bin/linux-amd64/sexton-slim
 }
-# The sizes of what ships (bench/ships.py: the docs quote them), from the images just built.
-bench_ships() { bench_quick ships 2 python3 bench/ships.py --no-update; }
+# The sizes of what ships (bench/ships/run.py: the docs quote them), from the images just built.
+bench_ships() { bench_quick ships 2 python3 bench/ships/run.py --no-update; }

@@ -5,7 +5,7 @@
 # leave it up): one run per strategy.
 STAGE_HELP="end-to-end scenarios on a real node (e2e/run.sh: containerd, kubelet, the images),
 then README.md's quick start walked on it in order (e2e/quickstart.py), then
-the quick forms of bench/completion.sh and bench/deletion.sh on that node"
+the quick forms of bench/completion/run.sh and bench/deletion/run.sh on that node"
 STAGE_NEEDS="images services"
 run() {
   RERUN="  e2e/run.sh   (or e2e/run.sh N for scenario N: see its header)"; e2e/run.sh
@@ -13,7 +13,7 @@ run() {
   timed bench-node bench_node
 }
 bench_node() {
-  bench_quick completion 1 bench/completion.sh --quick --runs 1
-  bench_quick deletion 1 bench/deletion.sh --quick
-  bench_quick image-volume 1 bench/image-volume.sh --quick
+  bench_quick completion 1 bench/completion/run.sh --quick --runs 1
+  bench_quick deletion 1 bench/deletion/run.sh --quick
+  bench_quick image-volume 1 bench/image-volume/run.sh --quick
 }

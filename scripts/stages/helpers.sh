@@ -50,6 +50,6 @@ bench_quick() {
   RERUN="  $*"
   SEXTON_BENCH_PEERS=if-built SEXTON_BENCH_SETTLE=0 "$@" >"${TMPDIR:-/tmp}/sexton-test-bench-$name.log" 2>&1 \
     || { tail -40 "${TMPDIR:-/tmp}/sexton-test-bench-$name.log" >&2; echo "test.sh: $* failed (its output's end above)" >&2; return 1; }
-  python3 bench/check.py "target/bench/$name.md" --tables "$tables"
+  python3 bench/lib/check.py "target/bench/$name.md" --tables "$tables"
   RERUN=""
 }

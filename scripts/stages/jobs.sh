@@ -18,7 +18,7 @@ job image-tools   first ""                  scripts/images.sh tools   # (once, b
 job registry      0    ""                   scripts/registry.sh up
 job desktop       0    "image-tools"        desktop_build
 job go-builds     0    "go"                 go_builds
-job bench-tools   10   "go"                 SEXTON_BENCH_PEERS=if-built bench/webhook.sh --tools
+job bench-tools   10   "go"                 SEXTON_BENCH_PEERS=if-built bench/webhook/run.sh --tools
 job book-tools    10   ""                   scripts/tools.sh mdbook
 job release-tools 19   "go"                 release_tools
 job in-pod        10   "image-tools"        scripts/images.sh in-pod

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds OpenKruise's manager (kruise-manager, the process that runs its SidecarTerminator)
-# from its Go module, for the anchor of bench/scale.sh. Prints the binary's path.
+# from its Go module, for the anchor of bench/scale/run.sh. Prints the binary's path.
 #
 # kruise's go.mod has `replace` directives (every k8s.io staging module pinned), which
 # `go install module@version` refuses, and which apply only in the main module. So the
@@ -22,7 +22,7 @@ OUT="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}/kruise"
 BIN="$OUT/kruise-manager-$VERSION"
 LOG="$OUT/build-$VERSION.log"
 
-# bench/scale.sh applies the release's CRDs from the module cache: a binary built before a
+# bench/scale/run.sh applies the release's CRDs from the module cache: a binary built before a
 # cache was emptied (~/go removed) found none, and the benchmark failed. The module comes
 # back with a download of seconds, not a build; if it cannot, there is no anchor.
 crds() { [ -d "$(go env GOMODCACHE)/github.com/openkruise/kruise@$VERSION/config/crd/bases" ]; }

@@ -2,21 +2,21 @@
 # Time to Job completion on the real node: for each way of ending a sidecar, the time from
 # the main container's exit to the pod's phase Succeeded as a watch of the API server sees
 # it. The node is scripts/e2e-cluster.sh's (brought up if needed: containerd, runc, kubelet).
-#   bench/completion.sh              7 interleaved runs per strategy (about 8 minutes); rewrites
+#   bench/completion/run.sh              7 interleaved runs per strategy (about 8 minutes); rewrites
 #                                    the table of "Time to Job completion on a real node" in
 #                                    BENCHMARKS.md
-#   bench/completion.sh --runs N     N runs per strategy
-#   bench/completion.sh --quick      2 runs per strategy, BENCHMARKS.md left alone; without
-#                                    kubexit when bench/kubexit.sh cannot get it
-#   bench/completion.sh --strategies wrap,native,...   these strategies only
-#   bench/completion.sh --no-update  BENCHMARKS.md left alone
-#   bench/completion.sh --no-spread  main works exactly 2 s in every round (see measure.py)
+#   bench/completion/run.sh --runs N     N runs per strategy
+#   bench/completion/run.sh --quick      2 runs per strategy, BENCHMARKS.md left alone; without
+#                                    kubexit when bench/lib/kubexit.sh cannot get it
+#   bench/completion/run.sh --strategies wrap,native,...   these strategies only
+#   bench/completion/run.sh --no-update  BENCHMARKS.md left alone
+#   bench/completion/run.sh --no-spread  main works exactly 2 s in every round (see measure.py)
 # Strategies, one Job per run, run in turn (a b c d e a b c d e ...), the workload of
 # bench/completion/job.yaml (main: `sleep 2; exit 0`, its 2 s made 2 + (r-1)/N s in round r
 # of N; a sidecar that exits 0 on SIGTERM):
 #   wrap         a. `kubectl-sexton inject --strategy wrap --sexton-image sexton:e2e`
 #   kubexit      b. both containers behind kubexit (bench/completion/job-kubexit.yaml), the
-#                   binary of bench/kubexit.sh in an image kubexit:e2e built here
+#                   binary of bench/lib/kubexit.sh in an image kubexit:e2e built here
 #   native       c. `kubectl-sexton inject --strategy native`
 #   controller   d. the sidecar with OpenKruise's marker (bench/completion/job-controller.yaml),
 #                   `kubectl-sexton controller --controllers sidecar-terminator` running
@@ -28,9 +28,9 @@
 #                   the controller's safety net (beside the SidecarTerminator, one process)
 #                   swaps its image when main is done
 # Raw results: target/bench/completion.json, the table in target/bench/completion.md, both
-# stamped (bench/stamp.py). Needs root (the node), python3, Go (kubexit).
+# stamped (bench/lib/stamp.py). Needs root (the node), python3, Go (kubexit).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 lib_init completion "$E2E_STATE"
@@ -60,7 +60,7 @@ export KUBECONFIG
 # kubexit:e2e: the kubexit binary at /bin/kubexit and busybox's cp, as kubexit's own image
 # (alpine) offers it to the init container that copies the binary out. For this benchmark
 # only: scripts/e2e-cluster.sh does not build it.
-if [[ ",$STRATEGIES," == *,kubexit,* ]] && ! bench/kubexit.sh image "$GEN"; then
+if [[ ",$STRATEGIES," == *,kubexit,* ]] && ! bench/lib/kubexit.sh image "$GEN"; then
   $QUICK || die "no kubexit (above); --strategies without it measures the others"
   STRATEGIES="$(tr , '\n' <<<"$STRATEGIES" | grep -vx kubexit | paste -sd,)"
   log "no kubexit: the quick form measures $STRATEGIES"
@@ -98,14 +98,14 @@ if [[ ",$STRATEGIES," == *,safety-net,* ]]; then
 fi
 
 log "$RUNS runs per strategy ($STRATEGIES), interleaved; namespace $NS"
-python3 bench/stamp.py begin >"$GEN/stamp.json"
+python3 bench/lib/stamp.py begin >"$GEN/stamp.json"
 python3 bench/completion/measure.py run --namespace "$NS" --manifests "$GEN" --strategies "$STRATEGIES" \
   --runs "$RUNS" --out "$OUT/completion.json" --table "$GEN/table.md" --kubectl-sexton "$CTL" "${NET[@]}" "${EXTRA[@]}"
 
-python3 bench/stamp.py end "$GEN/stamp.json" "$OUT/completion.json"
+python3 bench/lib/stamp.py end "$GEN/stamp.json" "$OUT/completion.json"
 python3 - "$GEN/table.md" "$OUT/completion.json" "$OUT/completion.md" <<'PY'
 import json, sys
-sys.path.insert(0, "bench")
+sys.path.insert(0, "bench/lib")
 import stamp
 table, raw, md = sys.argv[1:4]
 r = json.load(open(raw))

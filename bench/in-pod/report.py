@@ -2,12 +2,12 @@
 """Turns target/bench/results.json into the results section of BENCHMARKS.md (between the
 markers) and a latency CDF plot.
 Usage: report.py RESULTS BENCHMARKS.md PLOT.png [--md FILE] [--no-update]
-  --md FILE     also write the sections alone into FILE (what bench/check.py checks)
-  --no-update   leave BENCHMARKS.md and the plot alone (bench/run.sh --quick)"""
+  --md FILE     also write the sections alone into FILE (what bench/lib/check.py checks)
+  --no-update   leave BENCHMARKS.md and the plot alone (bench/in-pod/run.sh --quick)"""
 import json, os, sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import stamp  # noqa: E402  (bench/stamp.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))  # (bench/lib)
+import stamp  # noqa: E402  (bench/lib/stamp.py)
 
 args = sys.argv[1:]
 update = "--no-update" not in args

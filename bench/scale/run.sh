@@ -5,18 +5,18 @@
 # scale:start and scale:end markers) and target/bench/scale.json (every figure, every
 # transition).
 #
-#   bench/scale.sh                   everything (BENCHMARKS.md says how long, and its builds)
-#   bench/scale.sh --quick           200 and 1 000 pods, short windows: to check the harness
-#   bench/scale.sh --sizes 1000 --window 20 --contenders sexton,kruise
-#   bench/scale.sh --rev REV         measure the controller of this commit (default HEAD)
-#   bench/scale.sh --bin PATH        measure this kubectl-sexton instead of building one
-#   bench/scale.sh --no-kruise       without the anchor
-#   bench/scale.sh --workspace-build the controller and the harness of the work tree's
+#   bench/scale/run.sh                   everything (BENCHMARKS.md says how long, and its builds)
+#   bench/scale/run.sh --quick           200 and 1 000 pods, short windows: to check the harness
+#   bench/scale/run.sh --sizes 1000 --window 20 --contenders sexton,kruise
+#   bench/scale/run.sh --rev REV         measure the controller of this commit (default HEAD)
+#   bench/scale/run.sh --bin PATH        measure this kubectl-sexton instead of building one
+#   bench/scale/run.sh --no-kruise       without the anchor
+#   bench/scale/run.sh --workspace-build the controller and the harness of the work tree's
 #                                    workspace build (scripts/lib.sh's build_workspace, which
 #                                    the tests' build made already) instead of a clean export
-#   bench/scale.sh --no-write        leave BENCHMARKS.md alone (results in target/bench/)
-#   bench/scale.sh --keep            leave the test API server running afterwards
-#   bench/scale.sh --profile         a CPU profile of the API server in each window
+#   bench/scale/run.sh --no-write        leave BENCHMARKS.md alone (results in target/bench/)
+#   bench/scale/run.sh --keep            leave the test API server running afterwards
+#   bench/scale/run.sh --profile         a CPU profile of the API server in each window
 #                                    (target/bench/scale/apiserver-*.pprof, and -top.txt)
 #
 # The controller and the harness are built from a clean export of the commit (`git archive`
@@ -24,14 +24,14 @@
 # never from the work tree, which may hold someone's unfinished change. Needs go, python3.
 # It starts a test control plane of its own (scripts/testenv.sh with the state directory
 # and ports below, so that it does not disturb the one the tests use) and stops it at the
-# end. Results are stamped (bench/stamp.py). Other settings are passed to the harness (crates/kubectl-sexton/benches/scale/):
+# end. Results are stamped (bench/lib/stamp.py). Other settings are passed to the harness (crates/kubectl-sexton/benches/scale/):
 # `--window`, `--rate-percent`, `--also-rate`, `--idle`, `--drain`, `--concurrency`, `--contenders`,
 # `--kruise-qps`, `--max-wait-webhook`.
 set -euo pipefail
 
 CALLER=$PWD   # (a path given with --bin is the caller's)
 abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
 export SEXTON_TESTENV_STATE="${SEXTON_SCALE_STATE:-/tmp/scale-testenv}"
 export SEXTON_API_PORT="${SEXTON_SCALE_API_PORT:-26543}"
@@ -42,6 +42,7 @@ MD="$ROOT/target/bench/scale.md"
 
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh    # (log, die)
+LIB_NAME=bench/scale
 
 BIN="" REV=HEAD KRUISE=1 WRITE=1 KEEP=0 WORKSPACE=0 ARGS=()
 while [ $# -gt 0 ]; do
@@ -108,14 +109,14 @@ fi
 MEASURED="sexton built from \`$COMMIT\`"
 [ "$BIN" = "$WORK/kubectl-sexton" ] || MEASURED="sexton: the binary $BIN (harness of \`$COMMIT\`)"
 
-# 2. The anchor: OpenKruise's manager, built from its Go module (bench/kruise/build.sh).
+# 2. The anchor: OpenKruise's manager, built from its Go module (bench/scale/kruise/build.sh).
 KRUISE_BIN="" KRUISE_NOTE=""
 if [ "$KRUISE" = 1 ]; then
-  if KRUISE_BIN="$(bench/kruise/build.sh)"; then
+  if KRUISE_BIN="$(bench/scale/kruise/build.sh)"; then
     log "anchor: $KRUISE_BIN"
   else
     KRUISE_BIN=""
-    KRUISE_NOTE=" OpenKruise's manager could not be built (see bench/kruise/build.sh's message): no anchor in this run."
+    KRUISE_NOTE=" OpenKruise's manager could not be built (see bench/scale/kruise/build.sh's message): no anchor in this run."
   fi
 fi
 
@@ -183,7 +184,7 @@ NOTE="$MEASURED. sexton's webhook configuration serves the benchmark's namespace
 KRUISE_ARGS=()
 [ -n "$KRUISE_BIN" ] && KRUISE_ARGS=(--kruise "$KRUISE_BIN" --kruise-version v1.8.2)
 log "measuring (log lines of the controllers in $WORK)"
-python3 bench/stamp.py begin >"$WORK/stamp.json"
+python3 bench/lib/stamp.py begin >"$WORK/stamp.json"
 "$HARNESS" cluster --kubeconfig "$KUBECONFIG_FILE" --sexton "$BIN" "${KRUISE_ARGS[@]}" \
   --apiserver-pid "$API_PID" --work "$WORK" --json "$JSON" --md "$MD" --note "$NOTE" "${ARGS[@]}"
 
@@ -202,8 +203,8 @@ done
 } >>"$MD"
 
 # The stamp: into the results, and first in the section.
-python3 bench/stamp.py end "$WORK/stamp.json" "$JSON"
-{ python3 bench/stamp.py line "$JSON"; echo; cat "$MD"; } >"$MD.tmp" && mv "$MD.tmp" "$MD"
+python3 bench/lib/stamp.py end "$WORK/stamp.json" "$JSON"
+{ python3 bench/lib/stamp.py line "$JSON"; echo; cat "$MD"; } >"$MD.tmp" && mv "$MD.tmp" "$MD"
 
 # 5. BENCHMARKS.md: only the part between our markers (re-read now: others edit other
 #    sections of the file meanwhile).

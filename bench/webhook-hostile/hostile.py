@@ -19,9 +19,9 @@ whole network namespace). Then the memory per review at the limits: reviews of a
 Several binaries are run in turn, round after round (A B A B ...), so that a machine's load
 weighs on each alike; the summary gives each binary's medians over its rounds.
 
-  bench/webhook-hostile.py BIN [BIN ...] [--secs N] [--hostile-addresses N] [--rounds N]
+  bench/webhook-hostile/hostile.py BIN [BIN ...] [--secs N] [--hostile-addresses N] [--rounds N]
                            [--no-limits] [--pin] [--timeline FILE] [--out FILE.md] [--max-rss-mib N]
-                           (run by bench/webhook-hostile.sh)
+                           (run by bench/webhook-hostile/run.sh)
 
 --pin puts the hostile clients (and this harness's sampling) on the first half of the CPUs,
 the webhook and the two legitimate clients on the others (sched_setaffinity), in both
@@ -30,15 +30,15 @@ on other machines, and what is left in the ratio is the work they make the webho
 Without it (the default), everything shares every CPU: on 2 cores the hostile clients'
 Python processes take CPU from the webhook and from the legitimate clients themselves.
 
---out writes the run's tables as stamped Markdown (bench/stamp.py; bench/check.py checks
+--out writes the run's tables as stamped Markdown (bench/lib/stamp.py; bench/lib/check.py checks
 them in CI). --max-rss-mib fails the run (exit 1) when the webhook's peak RSS (VmHWM) went
 above N MiB: the chart's memory limit, the one figure of this run that is a bound and not a
 timing (scripts/test.sh's quick form asserts it; the latencies it only reports).
 """
 import argparse, json, multiprocessing, os, socket, ssl, statistics, subprocess, sys, tempfile, threading, time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import stamp  # noqa: E402  (bench/stamp.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))  # (bench/lib)
+import stamp  # noqa: E402  (bench/lib/stamp.py)
 
 CPUS = frozenset(os.sched_getaffinity(0))  # every CPU this run may use, before any --pin
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The webhook under hostile clients (BENCHMARKS.md "Admission webhook under hostile clients"):
 # builds kubectl-sexton (profile release-nolto) unless --bin is given, then runs
-# bench/webhook-hostile.py against it on loopback. No API server is needed (the webhook's
+# bench/webhook-hostile/hostile.py against it on loopback. No API server is needed (the webhook's
 # client points at a closed port; these reviews make it call nothing). --bin may be given
 # more than once (say main's binary and a branch's): they are run in turn, round after round.
-#   bench/webhook-hostile.sh [--bin FILE]... [--rounds N] [--secs N] [--hostile-addresses N]
+#   bench/webhook-hostile/run.sh [--bin FILE]... [--rounds N] [--secs N] [--hostile-addresses N]
 #                            [--no-limits] [--pin] [--timeline FILE] [--out FILE.md] [--max-rss-mib N]
 #                            [--key ecdsa|rsa|ecdsa,rsa]  (the serving key: default ecdsa, as the chart issues)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BINS=() PASS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,4 +23,4 @@ if [ ${#BINS[@]} -eq 0 ]; then
   cargo build --profile release-nolto --locked --workspace >&2
   BINS=(target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton)
 fi
-exec python3 bench/webhook-hostile.py "${BINS[@]}" "${PASS[@]}"
+exec python3 bench/webhook-hostile/hostile.py "${BINS[@]}" "${PASS[@]}"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The stamp of a benchmark run: which commit was measured, when, on what machine, and
-whether the machine was quiet or loaded. Every harness (bench/*.sh) writes it into its
+whether the machine was quiet or loaded. Every harness (bench/*/run.sh) writes it into its
 results file and into the Markdown it produces, in one format, so that a section of
-BENCHMARKS.md says where its figures come from and bench/check.py can tell a stamped
+BENCHMARKS.md says where its figures come from and bench/lib/check.py can tell a stamped
 section from an unstamped one.
 
   stamp.py begin > STAMP.json          before the measurements
@@ -19,7 +19,7 @@ the line either way, so that a reader can judge.
 
 `begin` first lets the load of the harness's own preparation settle: the builds and setup
 just before it raise the 1-minute average for a minute or more, and on an idle machine
-marked the run loaded (1.21 after bench/run.sh's builds). It waits, at most
+marked the run loaded (1.21 after bench/in-pod/run.sh's builds). It waits, at most
 SEXTON_BENCH_SETTLE seconds (default 120; 0 for none: scripts/test.sh's quick forms run
 beside other stages, where nothing settles), until the average is below the threshold. A
 machine that other jobs keep busy stays above it, and the run is stamped loaded.
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINE_PREFIX = "Measured at "
 
 
@@ -80,9 +80,9 @@ def begin(root=ROOT):
     """The stamp's first half; `root`: the work tree the measured binaries were built in."""
     commit = git("rev-parse", "--short", "HEAD", root=root) or "unknown"
     # what the measured binaries are built from: the code, not the documents (nor the
-    # figure bench/run.sh draws, a result)
+    # figure bench/in-pod/run.sh draws, a result)
     dirty = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD", "--", "crates", "bench",
-                            "Cargo.lock", ":(exclude)bench/latency-cdf.png"]).returncode != 0 \
+                            "Cargo.lock", ":(exclude)bench/in-pod/latency-cdf.png"]).returncode != 0 \
         if commit != "unknown" else False
     settle()
     return {

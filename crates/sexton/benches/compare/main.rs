@@ -1,8 +1,8 @@
-//! sexton vs kubexit, side by side in one run on one machine (`bench/run.sh` builds both
+//! sexton vs kubexit, side by side in one run on one machine (`bench/in-pod/run.sh` builds both
 //! and calls this). Every "container" is the real wrapper binary as PID 1 of its own PID
 //! namespace (`unshare --pid --fork --mount-proc`), sharing a graveyard directory, as in the
 //! integration tests. Latencies are taken inside the measured processes with
-//! CLOCK_MONOTONIC by a small C child (`bench/child.c`):
+//! CLOCK_MONOTONIC by a small C child (`bench/in-pod/child.c`):
 //!   reaction = (sidecar child receives SIGTERM) - (main child's last instruction).
 //!
 //! Args: --kubexit BIN --child BIN --out DIR [--quick] [--idle-secs N]
@@ -10,7 +10,7 @@
 //!       [--sexton BIN] [--sexton-old BIN] [--sexton-musl BIN] [--sexton-slim BIN]
 //!
 //! `--only-cpu` runs the CPU section alone (graveyard churn and idle) and merges it into
-//! an existing `results.json`, so `bench/report.py` can rewrite that part of BENCHMARKS.md.
+//! an existing `results.json`, so `bench/in-pod/report.py` can rewrite that part of BENCHMARKS.md.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -35,7 +35,7 @@ struct Opts {
     sexton: PathBuf,
     /// An earlier sexton build, measured as "sexton (before)" in the CPU section.
     old: Option<PathBuf>,
-    /// The load generator (`bench/churn.c`).
+    /// The load generator (`bench/in-pod/churn.c`).
     churn: Option<PathBuf>,
     churn_secs: f64,
     only_cpu: bool,
@@ -72,11 +72,11 @@ fn opts() -> Opts {
             "--only-reaction" => only_reaction = true,
             "--idle-secs" => idle_secs = a.next().and_then(|s| s.parse().ok()),
             "--bench" => {}
-            other => panic!("unknown argument {other}; see bench/run.sh"),
+            other => panic!("unknown argument {other}; see bench/in-pod/run.sh"),
         }
     }
     Opts {
-        kubexit: kubexit.expect("--kubexit BIN (bench/run.sh builds it)"),
+        kubexit: kubexit.expect("--kubexit BIN (bench/in-pod/run.sh builds it)"),
         sexton: sexton.unwrap_or_else(|| SEXTON.into()),
         old,
         churn,
@@ -593,7 +593,7 @@ fn churn(o: &Opts, tools: &[Tool], base: &Path) -> Vec<Value> {
     let generator = o
         .churn
         .as_ref()
-        .expect("--churn BIN (bench/churn.c; bench/run.sh builds it)");
+        .expect("--churn BIN (bench/in-pod/churn.c; bench/in-pod/run.sh builds it)");
     let mut rows = vec![];
     for t in tools {
         let d = fresh_dir(base, &format!("churn-{}", t.label));
@@ -943,7 +943,7 @@ fn main() {
     // `cargo test --all-targets` runs bench binaries too: without arguments, do nothing
     if !std::env::args().any(|a| a == "--kubexit") {
         eprintln!(
-            "compare: run it through bench/run.sh (it builds kubexit and passes --kubexit); nothing to do"
+            "compare: run it through bench/in-pod/run.sh (it builds kubexit and passes --kubexit); nothing to do"
         );
         return;
     }

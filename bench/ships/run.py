@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """What ships: the sizes of the binaries and images that scripts/images.sh built (run it
-first), stamped (bench/stamp.py), into target/bench/ships.json and target/bench/ships.md,
+first), stamped (bench/lib/stamp.py), into target/bench/ships.json and target/bench/ships.md,
 and into BENCHMARKS.md between <!-- ships:start --> and <!-- ships:end --> (the docs take
 their sizes from there: crates/kubectl-sexton/tests/docs.rs).
 
-  bench/ships.py               measure target/images and rewrite the section
-  bench/ships.py --no-update   BENCHMARKS.md left alone
-  bench/ships.py --images DIR  the images of another work tree (DIR: its target/images); the
+  bench/ships/run.py               measure target/images and rewrite the section
+  bench/ships/run.py --no-update   BENCHMARKS.md left alone
+  bench/ships/run.py --images DIR  the images of another work tree (DIR: its target/images); the
                                stamp names that tree's commit
 
 Compressed: what a node pulls for one platform (the gzip layer, the config and the
@@ -17,10 +17,10 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import stamp  # noqa: E402  (bench/stamp.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))  # (bench/lib)
+import stamp  # noqa: E402  (bench/lib/stamp.py)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGES = os.path.join(ROOT, "target", "images")  # (--images DIR replaces it)
 ARCHES = ["amd64", "arm64"]
 BINARIES = [
@@ -38,7 +38,7 @@ LAYOUTS = [
 
 
 def die(msg):
-    sys.exit(f"bench/ships.py: {msg} (run scripts/images.sh first)")
+    sys.exit(f"bench/ships/run.py: {msg} (run scripts/images.sh first)")
 
 
 def blob(layout, digest):
@@ -140,7 +140,7 @@ def main():
         i, j = doc.index(start) + len(start), doc.index(end)
         with open(path, "w") as f:
             f.write(doc[:i] + md + doc[j:])
-        print("bench/ships.py: BENCHMARKS.md updated (What ships)", file=sys.stderr)
+        print("bench/ships/run.py: BENCHMARKS.md updated (What ships)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 what bounds an EphemeralJob over 10 000 pods). Against the test API server of
 scripts/testenv.sh (SEXTON_TESTENV_STATE, SEXTON_API_PORT), as its admin:
 
-  bench/ejob-patch-cost.py N ROUNDS CONCURRENCY [TYPES]
+  bench/ejob-patch-cost/run.py N ROUNDS CONCURRENCY [TYPES]
 
 N fresh pods per type (deleted and created again), then ROUNDS rounds; each round patches
 N/ROUNDS pods of each type, CONCURRENCY at a time over keep-alive connections, the types in

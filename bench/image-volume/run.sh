@@ -7,14 +7,14 @@
 #   native        `kubectl-sexton inject --strategy native` (no supervisor: the baseline)
 # The node is scripts/e2e-cluster.sh's (brought up if needed), its images those of
 # scripts/images.sh (sexton:e2e).
-#   bench/image-volume.sh              2 rounds of 20 pods per form (about 5 minutes); rewrites
+#   bench/image-volume/run.sh              2 rounds of 20 pods per form (about 5 minutes); rewrites
 #                                      the table of "Image volume against copy" in BENCHMARKS.md
-#   bench/image-volume.sh --quick      1 round of 4 pods, BENCHMARKS.md left alone
-#   bench/image-volume.sh --pods N --rounds R --no-update
+#   bench/image-volume/run.sh --quick      1 round of 4 pods, BENCHMARKS.md left alone
+#   bench/image-volume/run.sh --pods N --rounds R --no-update
 # Raw results: target/bench/image-volume.json, the table in target/bench/image-volume.md,
-# both stamped (bench/stamp.py). Needs root (the node; /proc of the node's processes).
+# both stamped (bench/lib/stamp.py). Needs root (the node; /proc of the node's processes).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 lib_init image-volume "$E2E_STATE"
@@ -50,14 +50,14 @@ trap 'kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
 kubectl -n "$NS" wait --for=create serviceaccount/default --timeout=30s >/dev/null
 
 log "$ROUNDS round(s) of $PODS pods per form (copy, image-volume, native); namespace $NS"
-python3 bench/stamp.py begin >"$GEN/stamp.json"
+python3 bench/lib/stamp.py begin >"$GEN/stamp.json"
 python3 bench/image-volume/measure.py --namespace "$NS" --manifests "$GEN" --pods "$PODS" --rounds "$ROUNDS" \
   --hold "$HOLD" --sock "$E2E_STATE/containerd.sock" --ctr "$CONTAINERD_DIR/ctr" \
   --out "$OUT/image-volume.json" --table "$GEN/table.md"
-python3 bench/stamp.py end "$GEN/stamp.json" "$OUT/image-volume.json"
+python3 bench/lib/stamp.py end "$GEN/stamp.json" "$OUT/image-volume.json"
 python3 - "$GEN/table.md" "$OUT/image-volume.json" "$OUT/image-volume.md" <<'PY'
 import json, sys
-sys.path.insert(0, "bench")
+sys.path.insert(0, "bench/lib")
 import stamp
 table, raw, md = sys.argv[1:4]
 r = json.load(open(raw))

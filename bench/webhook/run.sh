@@ -7,28 +7,28 @@
 # long run at 500 requests/s for memory. Next to it, measured the same way one after the
 # other: bench/webhook/gofloor, a minimal Go webhook (net/http, k8s.io/api types) that
 # returns the same patch, the floor of what an admission webhook costs.
-#   bench/webhook.sh                 100, 500, 1 000 req/s x both cases x both servers (30 s
+#   bench/webhook/run.sh                 100, 500, 1 000 req/s x both cases x both servers (30 s
 #                                    each after a 5 s warm-up) and 5 minutes at 500 req/s per
 #                                    server (about 20 minutes without waits); rewrites the
 #                                    results of "Admission webhook: latency under load" in
 #                                    BENCHMARKS.md
-#   bench/webhook.sh --quick         3 s per rate after 1 s of warm-up, a 10 s long run, BENCHMARKS.md
+#   bench/webhook/run.sh --quick         3 s per rate after 1 s of warm-up, a 10 s long run, BENCHMARKS.md
 #                                    left alone: to check the harness (about 70 s without waits)
-#   bench/webhook.sh --secs N --warmup N --soak-secs N (0: none) --rates 100,500,1000
-#   bench/webhook.sh --no-update     BENCHMARKS.md left alone
-#   bench/webhook.sh --no-go-floor   sexton alone
-#   bench/webhook.sh --bin FILE      measure this kubectl-sexton (no build)
-#   bench/webhook.sh --kubeconfig F  give the webhook this cluster (default: see below)
-#   bench/webhook.sh --max-wait N    wait at most N s per window for builds to end (600)
-#   bench/webhook.sh --max-wait-total N   ... and N s over the whole run (1800)
-#   bench/webhook.sh --tools         only build vegeta and the Go floor (scripts/test.sh: in the
+#   bench/webhook/run.sh --secs N --warmup N --soak-secs N (0: none) --rates 100,500,1000
+#   bench/webhook/run.sh --no-update     BENCHMARKS.md left alone
+#   bench/webhook/run.sh --no-go-floor   sexton alone
+#   bench/webhook/run.sh --bin FILE      measure this kubectl-sexton (no build)
+#   bench/webhook/run.sh --kubeconfig F  give the webhook this cluster (default: see below)
+#   bench/webhook/run.sh --max-wait N    wait at most N s per window for builds to end (600)
+#   bench/webhook/run.sh --max-wait-total N   ... and N s over the whole run (1800)
+#   bench/webhook/run.sh --tools         only build vegeta and the Go floor (scripts/test.sh: in the
 #                                    background, beside the Rust build)
-#   bench/webhook.sh --nice N        run both webhooks and vegeta at this niceness (e.g. -10:
+#   bench/webhook/run.sh --nice N        run both webhooks and vegeta at this niceness (e.g. -10:
 #                                    ahead of builds that never stop; root); said in the results
 # Before each window it waits until no build process (rustc, cargo, their linkers, go and
 # its compile/link) has run for 3 s (other engineers build on this machine); windows with
 # more than 0.25 cores of other load are measured again once. Raw results:
-# target/bench/webhook.json (stamped: bench/stamp.py), the tables in target/bench/webhook.md.
+# target/bench/webhook.json (stamped: bench/lib/stamp.py), the tables in target/bench/webhook.md.
 #
 # No API server is needed: with --kubernetes-version the webhook asks the API server for
 # nothing at start, and these reviews (no refusal, so no Event; `native` needs no registry
@@ -41,7 +41,7 @@
 set -euo pipefail
 CALLER=$PWD   # (paths given with --bin and --kubeconfig are the caller's)
 abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 SECS=30 WARMUP=5 SOAK=300 RATES=100,500,1000 UPDATE=true BIN="" KUBECONFIG_FILE="" MAX_WAIT=600
 MAX_WAIT_TOTAL=1800 GO_FLOOR=true NICE="" TOOLS_ONLY=false
 while [ $# -gt 0 ]; do
@@ -59,12 +59,13 @@ while [ $# -gt 0 ]; do
     --no-go-floor) GO_FLOOR=false ;;
     --nice) NICE=$2; shift ;;
     --tools) TOOLS_ONLY=true ;;
-    *) echo "bench/webhook.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
+    *) echo "bench/webhook/run.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
   shift
 done
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh    # (log)
+LIB_NAME=bench/webhook
 OUT=target/bench
 WORK=$OUT/webhook
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -185,7 +186,7 @@ started() { # started FILE PID NAME
     sleep 0.1
   done
   cat "$1" >&2
-  echo "bench/webhook.sh: $3 did not start" >&2
+  echo "bench/webhook/run.sh: $3 did not start" >&2
   exit 1
 }
 started "$WORK/webhook.log" "$PID" "the webhook"
@@ -200,7 +201,7 @@ if $GO_FLOOR; then
   log "Go floor PID $GOPID on https://$GOADDR/mutate $GOFLOOR_DESC"
 fi
 
-python3 bench/stamp.py begin >"$OUT/webhook.stamp.json"
+python3 bench/lib/stamp.py begin >"$OUT/webhook.stamp.json"
 python3 bench/webhook/measure.py run "${SERVERS[@]}" --ca "$WORK/tls.crt" --work "$WORK" \
   --vegeta "$VEGETA" --vegeta-version "$VEGETA_DESC" --go-floor "$GOFLOOR_DESC" \
   --commit "$BUILT" --binary-bytes "$(stat -c %s "$WORK/kubectl-sexton")" \
@@ -209,10 +210,10 @@ python3 bench/webhook/measure.py run "${SERVERS[@]}" --ca "$WORK/tls.crt" --work
   --out "$OUT/webhook.json"
 
 if grep -hE '"level":"(WARN|ERROR)"' "$WORK/webhook.log" "$WORK"/gofloor.log >&2 2>/dev/null; then
-  echo "bench/webhook.sh: a webhook logged warnings or errors (above): results not recorded" >&2
+  echo "bench/webhook/run.sh: a webhook logged warnings or errors (above): results not recorded" >&2
   exit 1
 fi
-python3 bench/stamp.py end "$OUT/webhook.stamp.json" "$OUT/webhook.json"
+python3 bench/lib/stamp.py end "$OUT/webhook.stamp.json" "$OUT/webhook.json"
 python3 bench/webhook/measure.py markdown "$OUT/webhook.json" | tee "$OUT/webhook.md"
 if $UPDATE; then
   python3 bench/webhook/measure.py update "$OUT/webhook.json" BENCHMARKS.md

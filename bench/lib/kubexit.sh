@@ -7,15 +7,15 @@
 #   SEXTON_BENCH_PEERS=if-built    the cached build or nothing (exit 1): CI's quick benchmarks
 #                                  (scripts/test.sh) build no peer (BENCHMARKS.md: what
 #                                  each peer's build costs)
-#   bench/kubexit.sh image DIR     also builds the image kubexit:e2e (in DIR) and imports it
-#                                  into the e2e node's containerd (bench/completion.sh,
-#                                  bench/deletion.sh): the binary at /bin/kubexit and
+#   bench/lib/kubexit.sh image DIR     also builds the image kubexit:e2e (in DIR) and imports it
+#                                  into the e2e node's containerd (bench/completion/run.sh,
+#                                  bench/deletion/run.sh): the binary at /bin/kubexit and
 #                                  busybox's cp, as kubexit's own image (alpine) offers it to
 #                                  the init container that copies the binary out. For the
 #                                  benchmarks only: scripts/e2e-cluster.sh does not build it.
 set -euo pipefail
 if [ "${1:-}" = image ]; then
-  dir=$2 root="$(cd "$(dirname "$0")/.." && pwd)"
+  dir=$2 root="$(cd "$(dirname "$0")/../.." && pwd)"
   # shellcheck source=scripts/lib.sh
   . "$root/scripts/lib.sh"
   bin="$("$0")"
@@ -36,7 +36,7 @@ if [ -n "${KUBEXIT_SRC:-}" ]; then
 fi
 if [ -x "$CACHE/bin/kubexit" ]; then echo "$CACHE/bin/kubexit"; exit 0; fi
 if [ "${SEXTON_BENCH_PEERS:-build}" = if-built ]; then
-  echo "bench/kubexit.sh: kubexit not built before, and SEXTON_BENCH_PEERS=if-built builds no peer" >&2
+  echo "bench/lib/kubexit.sh: kubexit not built before, and SEXTON_BENCH_PEERS=if-built builds no peer" >&2
   exit 1
 fi
 mkdir -p "$CACHE/bin"
@@ -51,7 +51,7 @@ for src in "$CACHE/src" "$CACHE/kubexit-src"; do
   fi
 done
 cat >&2 <<MSG
-bench/kubexit.sh: cannot get kubexit: the Go module proxy did not serve
+bench/lib/kubexit.sh: cannot get kubexit: the Go module proxy did not serve
 github.com/karlkfi/kubexit@$VERSION. Set KUBEXIT_SRC to a checkout of
 github.com/karlkfi/kubexit or KUBEXIT_BIN to a kubexit binary.
 MSG

@@ -3,21 +3,21 @@
 # its proxy (the `deletion` pod of e2e/manifests/contract.yaml). For each way of ending the
 # sidecar: when the main and the proxy got their stop signals and exited, when the pod was
 # terminal, and how many of the main's requests through the proxy failed during its drain.
-#   bench/deletion.sh              5 interleaved runs per strategy; rewrites the table of
+#   bench/deletion/run.sh              5 interleaved runs per strategy; rewrites the table of
 #                                  "Pod deletion: the sidecar outlives the main's drain" in
 #                                  BENCHMARKS.md
-#   bench/deletion.sh --runs N     N runs per strategy
-#   bench/deletion.sh --no-update  BENCHMARKS.md left alone
-#   bench/deletion.sh --quick      1 run per strategy, BENCHMARKS.md left alone: to check the
+#   bench/deletion/run.sh --runs N     N runs per strategy
+#   bench/deletion/run.sh --no-update  BENCHMARKS.md left alone
+#   bench/deletion/run.sh --quick      1 run per strategy, BENCHMARKS.md left alone: to check the
 #                                  harness (scripts/test.sh's e2e stage); without kubexit
-#                                  when bench/kubexit.sh cannot get it
-#   bench/deletion.sh --strategies native,wrap,...   these strategies only
+#                                  when bench/lib/kubexit.sh cannot get it
+#   bench/deletion/run.sh --strategies native,wrap,...   these strategies only
 # Strategies: native, wrap, native-wrap (`kubectl-sexton inject`), and kubexit (both
 # containers behind kubexit: bench/deletion/pod-kubexit.yaml, kubexit built by
-# bench/kubexit.sh into the image kubexit:e2e). Raw results: target/bench/deletion.json, the
-# table in target/bench/deletion.md, both stamped (bench/stamp.py).
+# bench/lib/kubexit.sh into the image kubexit:e2e). Raw results: target/bench/deletion.json, the
+# table in target/bench/deletion.md, both stamped (bench/lib/stamp.py).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 lib_init deletion "$E2E_STATE"
@@ -37,12 +37,12 @@ GEN=$OUT/deletion
 mkdir -p "$GEN"
 CTL=target/x86_64-unknown-linux-gnu/release-nolto/kubectl-sexton
 
-# kubectl-sexton as it ships for linux/amd64 (profile release-nolto, as bench/completion.sh)
+# kubectl-sexton as it ships for linux/amd64 (profile release-nolto, as bench/completion/run.sh)
 build_workspace >&2
 eval "$(scripts/e2e-cluster.sh up)"
 export KUBECONFIG
 
-if [[ ",$STRATEGIES," == *,kubexit,* ]] && ! bench/kubexit.sh image "$GEN"; then
+if [[ ",$STRATEGIES," == *,kubexit,* ]] && ! bench/lib/kubexit.sh image "$GEN"; then
   $QUICK || die "no kubexit (above); --strategies without it measures the others"
   STRATEGIES="$(tr , '\n' <<<"$STRATEGIES" | grep -vx kubexit | paste -sd,)"
   log "no kubexit: the quick form measures $STRATEGIES"
@@ -76,12 +76,12 @@ kubectl -n "$NS" wait --for=create serviceaccount/default --timeout=30s >/dev/nu
 kubectl -n "$NS" apply -f e2e/manifests/contract-lib.yaml >/dev/null
 
 log "$RUNS runs per strategy ($STRATEGIES), interleaved; namespace $NS"
-python3 bench/stamp.py begin >"$GEN/stamp.json"
+python3 bench/lib/stamp.py begin >"$GEN/stamp.json"
 python3 bench/deletion/measure.py --namespace "$NS" --manifests "$GEN" --strategies "$STRATEGIES" \
   --runs "$RUNS" --out "$OUT/deletion.json" --table "$GEN/table.md"
 
-python3 bench/stamp.py end "$GEN/stamp.json" "$OUT/deletion.json"
-{ python3 bench/stamp.py line "$OUT/deletion.json"; echo; cat "$GEN/table.md"; } >"$OUT/deletion.md"
+python3 bench/lib/stamp.py end "$GEN/stamp.json" "$OUT/deletion.json"
+{ python3 bench/lib/stamp.py line "$OUT/deletion.json"; echo; cat "$GEN/table.md"; } >"$OUT/deletion.md"
 
 if $UPDATE; then
   python3 - "$OUT/deletion.md" BENCHMARKS.md <<'PY'

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the Markdown a benchmark produced, never its figures (figures are not stable on
-shared machines): it carries a stamp (bench/stamp.py), it has at least the tables it should,
+shared machines): it carries a stamp (bench/lib/stamp.py), it has at least the tables it should,
 and every table is whole: a header, at least one row, the header's number of cells in every
 row, and no cell of a row empty. scripts/test.sh runs it after each quick benchmark.
 
@@ -45,7 +45,7 @@ def check(text, want_tables, want_stamps):
     lines = text.splitlines()
     stamps = sum(1 for line in lines if STAMP.match(line))
     if stamps < want_stamps:
-        problems.append(f"{stamps} stamp line(s), {want_stamps} wanted (bench/stamp.py line)")
+        problems.append(f"{stamps} stamp line(s), {want_stamps} wanted (bench/lib/stamp.py line)")
     found = tables(lines)
     if len(found) < want_tables:
         problems.append(f"{len(found)} table(s), {want_tables} wanted")
