@@ -53,6 +53,8 @@ usage: scripts/test.sh                 every stage below, in order (CI: .ci/run)
        scripts/test.sh CARGO-TEST-ARGS the `test` stage with these arguments for cargo test
                                        (e.g. -p sexton --test faults_graveyard), after the
                                        builds and services it needs; no arm64, e2e, release
+       scripts/test.sh --plan [ARGS]   the steps that ARGS (any of the above) would run, in
+                                       order, printed and not run
        scripts/test.sh --help
 
 stages (scripts/stages/NN-NAME.sh; each prints its seconds at the end of the run; a failure
@@ -82,7 +84,8 @@ needs_of() { if is_stage "$1"; then echo "${NEEDS_OF[$1]}"; else echo "${JOB_NEE
 
 # ---- the arguments ----------------------------------------------------------------------
 
-MODE=full STAGE="" JOB="" CARGO_ARGS=()
+MODE=full STAGE="" JOB="" CARGO_ARGS=() PLAN=0
+[ "${1:-}" != --plan ] || { PLAN=1; shift; }
 # shellcheck disable=SC2034  # (CARGO_ARGS: the test stage's, scripts/stages/50-test.sh)
 case "${1:-}" in
   -h|--help) usage; exit 0 ;;
@@ -105,7 +108,7 @@ reach() {
   local s
   [ -z "${RUNS[$1]:-}" ] || return 0
   RUNS[$1]=1
-  for s in $(needs_of "$1"); do reach "$s"; done
+  for s in $(needs_of "$1"); do [[ $s == *\? ]] || reach "$s"; done
 }
 # runs STEP: whether this run reaches STEP.
 runs() { [ -n "${RUNS[$1]:-}" ]; }
@@ -123,12 +126,15 @@ start() {
 }
 
 # need NAME: a step done once per run: what it needs first, then the step (a background
-# job: waited for).
+# job: waited for). A need `NAME?` is NAME if the run reaches it anyway (from another stage):
+# done here, first.
 declare -A FINISHED=()
 need() {
   [ -z "${FINISHED[$1]:-}" ] || return 0
   local s
-  for s in $(needs_of "$1"); do need "$s"; done
+  for s in $(needs_of "$1"); do
+    if [[ $s == *\? ]]; then ! runs "${s%\?}" || need "${s%\?}"; else need "$s"; fi
+  done
   if is_background "$1"; then start "$1"; timed "$1" wait_bg "$1"
   else timed "$1" one_step "$1"
   fi
@@ -142,7 +148,7 @@ run_stages() {
   local s j beside=""
   for s in "$@"; do reach "$s"; done
   [ "${TEST_PLANE:-}" = node ] || ! runs e2e || export TEST_PLANE=node
-  if runs services; then
+  if runs services && [ $PLAN = 0 ]; then
     scripts/testenv.sh status >/dev/null 2>&1 || STOP_TESTENV=1
     scripts/registry.sh status >/dev/null 2>&1 || STOP_REGISTRY=1
   fi
@@ -154,7 +160,7 @@ run_stages() {
   done
   for s in "$@"; do
     if [ $# -gt 1 ] && [ -n "${BESIDE_NEXT[$s]}" ]; then
-      for j in ${NEEDS_OF[$s]}; do need "$j"; done
+      for j in ${NEEDS_OF[$s]}; do [[ $j == *\? ]] || need "$j"; done
       bg "$s" 0 scripts/test.sh --background-step "$s"; beside=$s
       continue
     fi
@@ -185,6 +191,15 @@ QUICK_TESTS=(--workspace --lib --bins
   --test core_properties --test tombstone_fuzz --test golden --test admission --test contract --test webhook_fuzz
   --test supervisor --test faults_process --test faults_graveyard --test faults_extra --test resilience --test docs)
 
+# --plan: each step printed instead of run (what a stage or the full run would do, in order).
+if [ $PLAN = 1 ]; then
+  # shellcheck disable=SC2317  # (called indirectly)
+  bg() { echo "start $1 in the background (niceness $2)"; BG[$1]=plan; }
+  wait_bg() { echo "wait for $1"; }
+  one_step() { echo "run $1"; }
+  summary() { :; }
+fi
+
 # ---- the run ----------------------------------------------------------------------------
 
 case $MODE in
@@ -196,7 +211,7 @@ case $MODE in
     need setup
     timed quick cargo_tests "${QUICK_TESTS[@]}" ;;
   *)
-    trap 'at_exit $?' EXIT
+    [ $PLAN = 1 ] || trap 'at_exit $?' EXIT
     need setup
     case $MODE in
       stage) run_stages "$STAGE" ;;

@@ -5,5 +5,5 @@
 # what the Dockerfile describes. The e2e node runs these images.
 STAGE_HELP="the shipped static binaries (linux/amd64, linux/arm64, release profile with LTO)
 and their OCI images, checked against the Dockerfile    (scripts/images.sh)"
-STAGE_NEEDS="in-pod cluster"
+STAGE_NEEDS="cluster in-pod"
 run() { scripts/images.sh package; }

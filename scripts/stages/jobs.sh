@@ -16,7 +16,7 @@
 job go            first ""                  need_go
 job image-tools   first ""                  scripts/images.sh tools   # (once, before any apt-get of the jobs below)
 job registry      0    ""                   scripts/registry.sh up
-job desktop       0    "image-tools"        desktop_build
+job desktop-build 0    "image-tools"        desktop_build
 job go-builds     0    "go"                 go_builds
 job bench-tools   10   "go"                 SEXTON_BENCH_PEERS=if-built bench/webhook/run.sh --tools
 job book-tools    10   ""                   scripts/tools.sh mdbook
