@@ -8,7 +8,7 @@ then README.md's quick start walked on it in order (e2e/quickstart.py), then
 the quick forms of bench/completion/run.sh and bench/deletion/run.sh on that node"
 STAGE_NEEDS="images services"
 run() {
-  RERUN="  e2e/run.sh   (or e2e/run.sh N for scenario N: see its header)"; e2e/run.sh
+  RERUN="  e2e/run.sh   (or e2e/run.sh NAME for one scenario: e2e/run.sh --list)"; e2e/run.sh
   RERUN="  e2e/quickstart.py"; e2e/quickstart.py; RERUN=""
   timed bench-node bench_node
 }
