@@ -7,9 +7,8 @@
 #   scripts/book.sh build     only build (then open target/book/index.html)
 #
 # mdbook comes from scripts/tools.sh (built once from crates.io, cached); chromium from the
-# Debian package (scripts/test.sh installs it). Measured on the 2-core machine under load:
-# ~10 s in all (mdbook <1 s, the links 1 s, chromium 3 s, the PNG check in Python the rest);
-# the first chromium start after its install took ~50 s more (its caches).
+# Debian package (scripts/test.sh installs it). Seconds, not minutes (CONTRIBUTING.md, where
+# a cold run's time goes); chromium's first start after its install is the slow part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh

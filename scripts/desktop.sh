@@ -20,15 +20,10 @@
 #                               default target/images/bin/linux-amd64/kubectl-sexton)
 #
 # Build cost: each target compiles kubectl-sexton's whole dependency tree (~270 crates) with
-# profile `desktop` (Cargo.toml: opt-level 0, no LTO). Measured (2026-11-27, the 2-core
-# machine, beside one other cargo build): the Windows build from an empty target directory,
-# 314 s user + 55 s system = 370 CPU-s, 1.0 GB peak RSS, a 43.4 MB .exe (at opt-level 1:
-# 825 CPU-s, 26.6 MB). In cold runs of scripts/test.sh (2026-11-28), which runs them at the
-# lowest priority from its start, this script's whole job (Wine's install and prefix, the
-# tools, the builds) took 429 CPU-s for Windows alone and 706 for all three: the two macOS
-# builds, ~140 CPU-s each (no registry client there: fewer crates).
-# The Linux build is untouched (its dependencies and features are as before).
-# Wine's prefix (its C: drive, made on first use, ~20 s): ~/.cache/sexton-wine.
+# profile `desktop` (Cargo.toml: opt-level 0, no LTO), the macOS ones fewer crates (no
+# registry client there); what that costs a cold run: CONTRIBUTING.md, where a cold run's
+# time goes. The Linux build is untouched (its dependencies and features are as before).
+# Wine's prefix (its C: drive, made on first use): ~/.cache/sexton-wine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -50,8 +45,9 @@ done
 built() { case " ${DESKTOPS[*]} " in *" $1:"*) return 0 ;; *) return 1 ;; esac; }
 export WINEPREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/sexton-wine" WINEDEBUG=-all
 
-log() { echo "desktop.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh    # (log, die)
+LIB_NAME=desktop.sh
 
 # What the build needs: Rust's standard library for each target, cargo-zigbuild and zig.
 build_tools() {
@@ -78,7 +74,7 @@ tools() {
   fi
   # Made here if it can be; scripts/test.sh runs this step in the background at the lowest
   # priority, where wineboot, starved of CPU for minutes beside the foreground's builds, was
-  # seen to fail with nothing but the prefix's usual messages (a cold run, 2026-11-27). Then
+  # seen to fail with nothing but the prefix's usual messages (in a cold run). Then
   # the partial prefix is removed, and `check` makes it, in the foreground.
   if ! (wine_prefix); then
     log "the Wine prefix is left to \`desktop.sh check\`"
@@ -198,9 +194,9 @@ wine_up() {
 }
 
 # persistent_server: the prefix's wineserver, started with -p. Beside a server still
-# running (the one wineboot started in wine_prefix stays ~3 s after its last client),
-# `wineserver -p` exits 2 and leaves that one, which is not persistent; so that one is
-# waited for first (`wineserver -w`, 2 s measured), 30 s at most: a persistent server left
+# running (the one wineboot started in wine_prefix stays a few seconds after its last
+# client), `wineserver -p` exits 2 and leaves that one, which is not persistent; so that one
+# is waited for first (`wineserver -w`), 30 s at most: a persistent server left
 # by a killed check never ends, and then it serves the commands.
 persistent_server() {
   timeout 30 wineserver -w || true

@@ -148,7 +148,7 @@ shipped_images() {
 # under REPO. The kubelet reports a pod's imageID from the digest names of every image with
 # the same content for the node's platform: a node kept up while an image was rebuilt for
 # the other platform only (same linux/amd64 manifest, another index) reported the old
-# index's digest (e2e scenario 11, 2026-11-28), and an import whose content was there
+# index's digest (found by the e2e scenario shipped-images), and an import whose content was there
 # already made no digest name at all.
 digest_name() {
   local repo=${1%:*} n stale=()
@@ -335,8 +335,8 @@ remove_pods() {
     --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   alive kubelet || return 0
   # (briefly: the node is going, and kill_tasks kills through containerd what the kubelet
-  # has not stopped. Every full run's last pods, the benchmarks', outlived a 60 s wait here:
-  # a minute of each run spent waiting, 2026-11-28)
+  # has not stopped. Every full run's last pods, the benchmarks', outlived a 60 s wait here,
+  # a minute of each run spent waiting)
   wait_until 10 pods_stopped || log "the kubelet left containers running after 10s: killing them"
 }
 pods_stopped() { no_tasks || ! alive kubelet; }

@@ -35,7 +35,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
-. scripts/lib.sh    # (build_workspace)
+. scripts/lib.sh    # (build_workspace, log, die)
+LIB_NAME=images.sh
 ROOT=$PWD
 OUT="$ROOT/target/images"
 REPO=${SEXTON_IMAGE_REPO:-ghcr.io/sexton-dev}
@@ -49,8 +50,6 @@ CREATED=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 PLATFORMS=(amd64:x86_64-unknown-linux-gnu arm64:aarch64-unknown-linux-gnu)
 STORE="${XDG_CACHE_HOME:-$HOME/.cache}/sexton-images"
 
-log() { echo "images.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 need_tools() {
   local missing=()

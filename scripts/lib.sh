@@ -30,8 +30,8 @@ node_ctr() {
 }
 
 # Every Go build's compiler flags: no DWARF from the compiler (the links' -w drops it
-# anyway), which saves ~6% of the CPU of a build from an empty cache (etcd's server,
-# measured 2026-11-28: 80 against 85 CPU-s); a cold run compiles ~1 000 CPU-s of Go.
+# anyway), which saves CPU in every build from an empty cache, and a cold run compiles a
+# lot of Go (CONTRIBUTING.md, where a cold run's time goes).
 # shellcheck disable=SC2034  # (used by the scripts that source this file)
 GO_GCFLAGS="all=-dwarf=false"
 
@@ -54,8 +54,10 @@ lib_init() {
   [ -n "$K8S_VERSION" ] || die "no k8s.io/kubernetes version in testenv/go.mod"
 }
 
-log() { echo "${LIB_NAME:-sexton}: $*" >&2; }
-die() { echo "${LIB_NAME:-sexton}: error: $*" >&2; exit 1; }
+# log MESSAGE, die MESSAGE: one line on stderr, prefixed with LIB_NAME (lib_init's NAME, or
+# set by the script), else the script's file name; die exits 1. Every script's messages.
+log() { echo "${LIB_NAME:-${0##*/}}: $*" >&2; }
+die() { echo "${LIB_NAME:-${0##*/}}: error: $*" >&2; exit 1; }
 
 # apt_install PACKAGE...: Debian's packages, quietly (sudo unless root; the package lists
 # updated once per script). Every apt-get waits up to 10 minutes for dpkg's lock rather than
@@ -96,7 +98,7 @@ wait_for() {
   wait_until "$secs" "$@" && return 0
   for f in "$LIB_STATE"/*.log; do
     [ -f "$f" ] || continue
-    echo "${LIB_NAME:-sexton}: the end of $f:" >&2
+    echo "${LIB_NAME:-${0##*/}}: the end of $f:" >&2
     tail -n 15 "$f" | sed 's/^/  /' >&2
   done
   die "$what not ready after ${secs}s (logs in $LIB_STATE)"

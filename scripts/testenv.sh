@@ -25,7 +25,7 @@
 # Settings (environment): SEXTON_TESTENV_CACHE (default ~/.cache/sexton-testenv),
 # SEXTON_TESTENV_STATE (default /tmp/sexton-testenv), SEXTON_API_PORT (16443),
 # SEXTON_ETCD_PORT (23790; the peer port is +10), SEXTON_TESTENV_PROFILING (true: the API
-# server serves /debug/pprof, as bench/scale.sh --profile needs; default false).
+# server serves /debug/pprof, as bench/scale/run.sh --profile needs; default false).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh

@@ -91,7 +91,7 @@ cargo_build() { # NAME VERSION DIR CARGO-INSTALL-FLAGS...
   # (from outside the repository: its .cargo/config.toml is not for these crates)
   mkdir -p "$dir" && cd "$dir"
   # (no debug information in the --debug builds: nobody debugs these, and it was a fifth of
-  # mdbook's build, 71 against 90 CPU-s, measured 2026-11-28)
+  # mdbook's build: CONTRIBUTING.md, where a cold run's time goes)
   CARGO_PROFILE_DEV_DEBUG=0 nice -n 10 cargo install --quiet --locked --root "$dir" --version "$version" "$@" "$name" >&2 \
     || die "building $name failed"
 }

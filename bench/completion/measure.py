@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The measuring half of bench/completion.sh: time from the main container's exit to the
+"""The measuring half of bench/completion/run.sh: time from the main container's exit to the
 pod's phase Succeeded (or Failed), as a watch of the API server sees it, on the real node.
 
   measure.py run --namespace NS --manifests DIR --strategies S1,S2,... --runs N --out FILE.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The measuring half of bench/deletion.sh: a running pod is deleted while its main drains
+"""The measuring half of bench/deletion/run.sh: a running pod is deleted while its main drains
 3 s through its proxy (the `deletion` pod of e2e/manifests/contract.yaml), for each way of
 ending the sidecar, interleaved.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The measuring half of bench/image-volume.sh: N wrapped Job pods at once on the real node,
+"""The measuring half of bench/image-volume/run.sh: N wrapped Job pods at once on the real node,
 the supervisor copied (`copy`), from an image volume (`image-volume`) or not at all (`native`).
 
   measure.py --namespace NS --manifests DIR --forms F1,F2,... --pods N --rounds R

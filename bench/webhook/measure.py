@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The admission webhook's latency under load (bench/webhook.sh runs this).
+"""The admission webhook's latency under load (bench/webhook/run.sh runs this).
 
   measure.py run --server NAME,PID,URL[,METRICS] ... the measurement: every rate and case
                                            for each server in turn, then the long runs
@@ -31,8 +31,8 @@ import time
 import urllib.request
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import stamp  # noqa: E402  (bench/stamp.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+import stamp  # noqa: E402  (bench/lib/stamp.py)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # build processes: cargo/rustc and their linkers, Go's driver and its compile/link tools, C

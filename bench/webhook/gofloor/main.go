@@ -1,4 +1,4 @@
-// The comparison anchor of bench/webhook.sh: the least a Go admission webhook does for the
+// The comparison anchor of bench/webhook/run.sh: the least a Go admission webhook does for the
 // benchmark's injected review. net/http over TLS (HTTP/1.1 keep-alive as the API server
 // calls it), the AdmissionReview and its Pod decoded into k8s.io/api's types with
 // encoding/json, the marked sidecar (OpenKruise's KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT)

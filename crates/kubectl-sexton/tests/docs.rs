@@ -925,7 +925,7 @@ fn webhook_latency_is_benchmarks_md() {
     let f = figures();
     let (injected, unchanged, go) = &f.webhook_p99_500;
     let out = format!(
-        "**Latency** ([`bench/webhook.sh`](https://github.com/sexton-dev/sexton/blob/main/bench/webhook.sh), \
+        "**Latency** ([`bench/webhook/run.sh`](https://github.com/sexton-dev/sexton/blob/main/bench/webhook/run.sh), \
          BENCHMARKS.md \"Admission webhook: latency under load\"; TLS, keep-alive, 2 vCPUs): p99 {injected} \
          at 500 reviews/s for an injection (a minimal Go webhook that returns the same patch: {go}), \
          {unchanged} for an unchanged Pod, {} at 1 000/s; {:.0} % of a core and {} MB RSS at most over the \
@@ -942,7 +942,7 @@ fn sidecar_terminator_at_scale_is_benchmarks_md() {
     let met = |ok: bool| if ok { "met" } else { "missed" };
     let p99: f64 = figures::number(&c.p99_10k).expect("a number");
     let out = format!(
-        "Measured at scale (`bench/scale.sh`, BENCHMARKS.md \"Controllers at scale\", OpenKruise\n\
+        "Measured at scale (`bench/scale/run.sh`, BENCHMARKS.md \"Controllers at scale\", OpenKruise\n\
          v1.8.2 in the same run): at 10 000 running pods, RSS {:.0} MB idle and {:.0} MB at most (target\n\
          100 MB: {}; OpenKruise {:.0} / {:.0} MB), {:.0} MB while an EphemeralJob injected into all 10 000\n\
          pods (all in {:.0} s); at 1 000, {:.0} MB. Swap reaction at 10 000 pods and 20 transitions per\n\

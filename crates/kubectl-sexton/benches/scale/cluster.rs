@@ -91,7 +91,7 @@ pub struct Opts {
     pub node: String,
     #[arg(long)]
     pub no_ejob: bool,
-    /// Wait at most this long (s) for bench/webhook.sh to end before each measured phase
+    /// Wait at most this long (s) for bench/webhook/run.sh to end before each measured phase
     #[arg(long, default_value_t = 1800.0)]
     pub max_wait_webhook: f64,
     #[arg(long, default_value = "target/bench/scale")]
@@ -339,14 +339,14 @@ async fn reset(o: &Opts, client: &Client, ns: &str, slice: &[String]) -> Result<
     Ok(s)
 }
 
-/// Waits while bench/webhook.sh runs (another engineer's benchmark waits for quiet
+/// Waits while bench/webhook/run.sh runs (another engineer's benchmark waits for quiet
 /// windows: ours should not overlap theirs); the seconds waited.
 async fn quiet(o: &Opts) -> f64 {
     let t = Instant::now();
     let mut said = false;
     while webhook_bench_running() && t.elapsed().as_secs_f64() < o.max_wait_webhook {
         if !said {
-            eprintln!("scale: bench/webhook.sh is running; waiting for it to end");
+            eprintln!("scale: bench/webhook/run.sh is running; waiting for it to end");
             said = true;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;

@@ -1,5 +1,5 @@
 //! The controllers measured, each a real process: sexton's `kubectl-sexton controller`, and
-//! OpenKruise's manager (kruise-manager, built from its Go module by bench/kruise/build.sh)
+//! OpenKruise's manager (kruise-manager, built from its Go module by bench/scale/kruise/build.sh)
 //! with only its SidecarTerminator enabled among the pod controllers that need no CRD.
 
 use std::path::{Path, PathBuf};

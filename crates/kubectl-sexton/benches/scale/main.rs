@@ -1,4 +1,4 @@
-//! Controllers at scale (issue 16). A benchmark, not a timed test: `bench/scale.sh` runs it
+//! Controllers at scale (issue 16). A benchmark, not a timed test: `bench/scale/run.sh` runs it
 //! against a test API server of its own and writes BENCHMARKS.md's "Controllers at scale".
 //!
 //! ```text
@@ -59,7 +59,7 @@ static ALLOC: memory::Counting = memory::Counting;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(about = "sexton's controllers at scale (bench/scale.sh)")]
+#[command(about = "sexton's controllers at scale (bench/scale/run.sh)")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

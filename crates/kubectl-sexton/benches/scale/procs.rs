@@ -228,10 +228,10 @@ pub fn ncpu() -> f64 {
         .unwrap_or(1.0)
 }
 
-/// Whether another engineer's webhook benchmark (bench/webhook.sh) is running now.
+/// Whether another engineer's webhook benchmark (bench/webhook/run.sh) is running now.
 pub fn webhook_bench_running() -> bool {
     std::process::Command::new("pgrep")
-        .args(["-f", "bench/webhook.sh"])
+        .args(["-f", "bench/webhook/run.sh"])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false)

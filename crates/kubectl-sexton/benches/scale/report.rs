@@ -1,5 +1,5 @@
 //! The results as Markdown: the part of BENCHMARKS.md's "Controllers at scale" between its
-//! `scale:start` and `scale:end` markers (bench/scale.sh puts it there).
+//! `scale:start` and `scale:end` markers (bench/scale/run.sh puts it there).
 
 use crate::contender::Kind;
 use crate::results::{ContenderResult, Costs, Report, SizeResult};

@@ -35,7 +35,7 @@ pub struct ContenderResult {
     pub result: WindowResult,
     pub load_before: String,
     pub load_after: String,
-    /// bench/webhook.sh seen running at the window's start or end
+    /// bench/webhook/run.sh seen running at the window's start or end
     pub webhook_bench_running: bool,
     pub waited_for_webhook_s: f64,
     pub metrics: BTreeMap<String, f64>,

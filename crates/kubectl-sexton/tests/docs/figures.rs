@@ -122,13 +122,15 @@ pub fn mb_of_bytes(bytes: f64) -> String {
 }
 
 /// The stamp's commit and date of the section that starts at the line containing
-/// `section` (bench/stamp.py's line: "Measured at `COMMIT` on DATE TIME UTC: ...").
+/// `section` (bench/lib/stamp.py's line: "Measured at `COMMIT` on DATE TIME UTC: ...").
 pub fn stamp(doc: &str, section: &str) -> (String, String) {
     let line = doc
         .lines()
         .skip_while(|l| !l.contains(section))
         .find(|l| l.starts_with("Measured at `"))
-        .unwrap_or_else(|| panic!("BENCHMARKS.md: no stamp after {section:?} (bench/stamp.py)"));
+        .unwrap_or_else(|| {
+            panic!("BENCHMARKS.md: no stamp after {section:?} (bench/lib/stamp.py)")
+        });
     let commit = line.split('`').nth(1).unwrap_or_default().to_string();
     let date = line
         .split(" on ")
