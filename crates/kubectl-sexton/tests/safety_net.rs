@@ -556,7 +556,7 @@ async fn a_namespace_labelled_after_the_pod_was_created() {
     assert_eq!(record["cause"], "NamespaceLabelledLater");
     assert!(
         record["detail"].as_str().unwrap().starts_with(
-            "the namespace's labels kubernetes.io/metadata.name, sexton.dev/inject were set at "
+            "the namespace's labels kubernetes.io/metadata.name, sexton-e2e, sexton.dev/inject were set at "
         ),
         "{record}"
     );
