@@ -143,7 +143,7 @@ async fn with_the_webhook_down_a_declared_sidecar_is_swapped_once_the_mains_are_
     let client = admin_client().await;
     let ns = namespace_with(&client, "net-down", &[LABEL]).await;
     let scratch = Scratch::new("net-down");
-    let ctl = controller(&scratch, &ns, &[]);
+    let ctl = controller(&scratch, &ns, &["--stuck-after", "1s"]);
     let mc = || {
         vec![
             container("a", &[], json!({})),
@@ -210,6 +210,14 @@ async fn with_the_webhook_down_a_declared_sidecar_is_swapped_once_the_mains_are_
         "{note}"
     );
     wait_metric(&ctl, "swap", "NotInjected", 1.0);
+    // stuck meanwhile (the replacement has not exited): the net's advice, not a label's
+    let stuck = wait_event(&client, &ns, "two-mains", "PodStuck").await;
+    let note = stuck.note.unwrap_or_default();
+    assert!(
+        note.contains("sexton's safety net is ending them")
+            && !note.contains("label the namespace"),
+        "{note}"
+    );
     // the replacement exits 0: done, and never swapped again, even by a restarted controller
     let rv = set_status(
         &client,
@@ -556,7 +564,7 @@ async fn a_namespace_labelled_after_the_pod_was_created() {
     assert_eq!(record["cause"], "NamespaceLabelledLater");
     assert!(
         record["detail"].as_str().unwrap().starts_with(
-            "the namespace's labels kubernetes.io/metadata.name, sexton.dev/inject were set at "
+            "the namespace's labels kubernetes.io/metadata.name, sexton-e2e, sexton.dev/inject were set at "
         ),
         "{record}"
     );
@@ -638,7 +646,7 @@ async fn an_injected_pod_is_left_alone_and_a_command_is_refused_with_why() {
     let client = admin_client().await;
     let ns = namespace_with(&client, "net-left", &[LABEL]).await;
     let scratch = Scratch::new("net-left");
-    let ctl = controller(&scratch, &ns, &[]);
+    let ctl = controller(&scratch, &ns, &["--stuck-after", "1s"]);
     // injected by `kubectl sexton inject` (wrap): the record covers the sidecar
     let manifest = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "wrapped", "annotations": {"sexton.dev/sidecars": "proxy"}},
@@ -718,6 +726,20 @@ async fn an_injected_pod_is_left_alone_and_a_command_is_refused_with_why() {
         ("example/logs:1".into(), "example/proxy:1".into())
     );
     wait_metric(&ctl, "refuse", "SwapRefusedCommand", 1.0);
+    // stuck: the net's refusal and the way out, not a label the namespace already has
+    let stuck = wait_event(&client, &ns, "command", "PodStuck").await;
+    let note = stuck.note.unwrap_or_default();
+    assert!(
+        note.contains("the safety net cannot end them (")
+            && note.contains("sets `command`")
+            && note.contains("delete it; its Job makes another")
+            && !note.contains("label the namespace"),
+        "{note}"
+    );
+    // the pod the net leaves alone (injected) gets the advice of a pod it does not serve
+    let stuck = wait_event(&client, &ns, "wrapped", "PodStuck").await;
+    let note = stuck.note.unwrap_or_default();
+    assert!(!note.contains("safety net"), "{note}");
 }
 
 #[tokio::test(flavor = "current_thread")]

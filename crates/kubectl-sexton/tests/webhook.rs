@@ -185,6 +185,34 @@ async fn a_dry_run_is_answered_and_creates_nothing() {
     );
 }
 
+/// The tests' webhook never sees a pod of e2e/run.sh's or the node benchmarks' namespaces
+/// (labelled `sexton-e2e=true`), though they share the API server: a benchmark whose pods
+/// must be admitted unchanged was once measuring this webhook's native sidecar instead.
+#[test]
+fn the_namespaces_of_e2e_and_the_benchmarks_are_not_served() {
+    let w = webhook();
+    let e2e = [
+        labelled_namespace("wh-e2e", &["sexton.dev/inject=enabled", "sexton-e2e=true"]),
+        labelled_namespace("wh-e2e-annotated", &["sexton-e2e=true"]),
+    ];
+    let annotated = pod("e2e", json!({"sexton.dev/inject": "auto"}), false);
+    for ns in &e2e {
+        let out = dry_run(ns, &annotated);
+        assert!(out.status.success(), "{ns}: {}", text(&out.stderr));
+    }
+    // the same pod where the webhook serves, after them: its review is logged, theirs not
+    let served = labelled_namespace("wh-e2e-control", &["sexton.dev/inject=enabled"]);
+    assert!(dry_run(&served, &annotated).status.success());
+    w.process.wait_log(&format!("\"pod\":\"{served}/e2e\""));
+    let logs = w.process.logs();
+    for ns in &e2e {
+        assert!(
+            !logs.contains(&format!("\"{ns}/")),
+            "the tests' webhook reviewed a pod of {ns}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn with_no_webhook_answering_pods_are_admitted_unchanged() {
     testenv();

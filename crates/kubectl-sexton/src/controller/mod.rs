@@ -124,7 +124,12 @@ async fn run_controllers(
             terminator_runs: terminator.is_some(),
             webhook_configuration: o.webhook_configuration.clone(),
         };
-        safety_net::safety_net(&parts, options, &mut pods)
+        let (run, view) = safety_net::safety_net(&parts, options, &mut pods);
+        // the stuck-pod Event's advice: a pod the net serves needs no namespace labelled
+        if let Some(t) = &terminator {
+            t.seen.net_view(view);
+        }
+        run
     });
     let seen = terminator.as_ref().map(|t| t.seen.clone());
     let pod_watch = pods.run(

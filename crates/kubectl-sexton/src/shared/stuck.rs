@@ -122,9 +122,43 @@ pub fn lasted(since: Timestamp, now: Timestamp) -> Duration {
     Duration::try_from(now.duration_since(since)).unwrap_or_default()
 }
 
+/// What the controller's safety net does about a stuck pod, which decides the advice: a
+/// pod the net serves lies in a namespace already labelled for the webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Net {
+    /// The net does not run, or does not act on this pod (not served by the webhook, or
+    /// its sidecars ended otherwise): the advice of a pod nothing serves.
+    Off,
+    /// The net ends its sidecars (or waits for the one before to end).
+    Ends,
+    /// The net serves the pod but cannot end a sidecar: why (its Warning Event says more).
+    Cannot(String),
+}
+
 impl Stuck {
-    /// One line for an Event or a report: what keeps the pod alive, and the fix.
+    /// One line for an Event or a report: what keeps the pod alive, and the fix, for a pod
+    /// the safety net does not act on.
     pub fn message(&self) -> String {
+        self.message_with(&Net::Off)
+    }
+
+    /// [`Stuck::message`] where the safety net acts (or cannot) on the pod.
+    pub fn message_with(&self, net: &Net) -> String {
+        match net {
+            Net::Off => {}
+            Net::Ends => {
+                return format!(
+                    "{}; sexton's safety net is ending them (the pod's Event SidecarsEndedBySafetyNet says why admission missed it): each sidecar stops as the kubelet stops a changed container, within the pod's terminationGracePeriodSeconds, one after another; nothing to do unless one outlasts that",
+                    self.what()
+                );
+            }
+            Net::Cannot(why) => {
+                return format!(
+                    "{}; sexton's webhook serves this pod but admitted it unchanged, and the safety net cannot end them ({why}; the pod's Warning events from SafetyNet say more): make the pod again while the webhook answers (delete it; its Job makes another), or inject the workload (`kubectl sexton inject -f MANIFEST`)",
+                    self.what()
+                );
+            }
+        }
         let t = &self.teardown;
         let fix = match t.declared {
             None => format!(
@@ -322,6 +356,49 @@ mod tests {
         deleting.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
         assert_eq!(teardown(&deleting), None, "the kubelet is stopping it");
+    }
+
+    fn stuck_proxy() -> Stuck {
+        let p = pod(
+            "Never",
+            "Running",
+            &[("main", &[], "exit:0@90"), ("proxy", &[], "run")],
+        );
+        stuck(&p, now(), MINUTE).unwrap()
+    }
+
+    #[test]
+    fn without_the_safety_net_the_advice_is_to_label_the_namespace() {
+        let s = stuck_proxy();
+        assert_eq!(s.message_with(&Net::Off), s.message());
+        assert!(
+            s.message().contains("label the namespace"),
+            "{}",
+            s.message()
+        );
+    }
+
+    #[test]
+    fn where_the_safety_net_ends_them_nothing_is_to_be_labelled() {
+        let s = stuck_proxy();
+        let ends = s.message_with(&Net::Ends);
+        assert!(ends.starts_with(&s.what()), "{ends}");
+        assert!(ends.contains("safety net is ending them"), "{ends}");
+        assert!(!ends.contains("label the namespace"), "{ends}");
+    }
+
+    #[test]
+    fn where_the_safety_net_cannot_the_pod_is_made_again() {
+        let s = stuck_proxy();
+        let why = "sidecar \"proxy\" sets command";
+        let cannot = s.message_with(&Net::Cannot(why.into()));
+        assert!(cannot.contains("safety net cannot end them"), "{cannot}");
+        assert!(cannot.contains(why), "{cannot}");
+        assert!(
+            cannot.contains("delete it; its Job makes another"),
+            "{cannot}"
+        );
+        assert!(!cannot.contains("label the namespace"), "{cannot}");
     }
 
     #[test]

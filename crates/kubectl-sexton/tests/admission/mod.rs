@@ -31,6 +31,17 @@ pub fn apply(manifest: &Value) -> Output {
     kubectl(&["apply", "-f", f.to_str().unwrap()])
 }
 
+/// The namespaces of e2e/run.sh and of the benchmarks on the real node (`bench/*.sh`), all
+/// labelled `sexton-e2e=true`, are not the tests': they share this API server, and a pod of
+/// theirs in a namespace labelled `sexton.dev/inject=enabled` must not be injected by the
+/// webhook of a test process running meanwhile. (It happened: a safety-net pod of
+/// bench/completion.sh, meant to be admitted unchanged, was made a native sidecar by the
+/// tests' webhook, BENCHMARKS.md "Safety net: main exit to pod Succeeded".) e2e's own
+/// configuration requires that label, so it never sees the tests' pods either.
+pub fn not_e2e() -> Value {
+    json!({"key": "sexton-e2e", "operator": "DoesNotExist"})
+}
+
 /// A MutatingWebhookConfiguration named `name` calling `base` (`https://127.0.0.1:PORT`),
 /// as deploy/webhook.yaml's, with `ca` (PEM) or none yet.
 pub fn configuration(
@@ -61,17 +72,17 @@ pub fn configuration(
     };
     let not_system = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "sexton-system"]});
     let webhooks = match selector_key {
-        // sexton's: the two webhooks of deploy/webhook.yaml
+        // sexton's: the two webhooks of deploy/webhook.yaml, and not e2e's namespaces
         None => json!([
             hook(
                 "inject.sexton.dev",
                 "/mutate",
-                json!([{"key": "sexton.dev/inject", "operator": "In", "values": ["enabled"]}, not_system])
+                json!([{"key": "sexton.dev/inject", "operator": "In", "values": ["enabled"]}, not_system, not_e2e()])
             ),
             hook(
                 "annotated.inject.sexton.dev",
                 "/mutate/annotated",
-                json!([{"key": "sexton.dev/inject", "operator": "NotIn", "values": ["enabled"]}, not_system])
+                json!([{"key": "sexton.dev/inject", "operator": "NotIn", "values": ["enabled"]}, not_system, not_e2e()])
             ),
             requester_hook(base, ca),
         ]),
@@ -102,7 +113,7 @@ pub fn requester_hook(base: &str, ca: Option<&str>) -> Value {
         "admissionReviewVersions": ["v1"],
         "clientConfig": client,
         "rules": [{"operations": ["CREATE"], "apiGroups": ["sexton.dev"], "apiVersions": ["*"], "resources": ["ephemeraljobs"], "scope": "Namespaced"}],
-        "namespaceSelector": {"matchLabels": {"sexton.dev/inject": "enabled"}},
+        "namespaceSelector": {"matchLabels": {"sexton.dev/inject": "enabled"}, "matchExpressions": [not_e2e()]},
         "failurePolicy": "Ignore",
         "sideEffects": "None",
         "timeoutSeconds": 5,

@@ -54,7 +54,11 @@ pub struct Options {
 }
 
 /// The safety net, ready to run on the shared pod feed.
-pub fn safety_net(parts: &Parts, o: Options, pods: &mut PodFeed) -> Run {
+/// What the net does about a pod: the stuck-pod detection's advice depends on it.
+pub type View = Arc<dyn Fn(&Pod) -> crate::shared::stuck::Net + Send + Sync>;
+
+/// The net, and its view of a pod.
+pub fn safety_net(parts: &Parts, o: Options, pods: &mut PodFeed) -> (Run, View) {
     let (requeue, requeues) = mpsc::unbounded_channel();
     let (namespaces, ns_watch) = namespaces(parts, requeue.clone());
     let (configuration, config_watch) = configuration(parts, &o.webhook_configuration, requeue);
@@ -73,6 +77,10 @@ pub fn safety_net(parts: &Parts, o: Options, pods: &mut PodFeed) -> Run {
         namespaces,
         configuration,
     });
+    let view: View = {
+        let ctx = ctx.clone();
+        Arc::new(move |pod: &Pod| ctx.view(pod))
+    };
     let clock = ctx.telemetry.clock.clone();
     let feed = pods.subscribe(running_or_relisted).inspect(move |ev| {
         if let PodEvent::Changed(p) = ev {
@@ -92,12 +100,13 @@ pub fn safety_net(parts: &Parts, o: Options, pods: &mut PodFeed) -> Run {
     );
     let filled = pods.filled.clone();
     let run = watch::until_stopped(CONTROLLER, run, filled, parts.stopped(), GRACE);
-    Box::pin(async move {
+    let run = Box::pin(async move {
         tokio::select! {
             _ = run => {}
             _ = futures_util::future::join(ns_watch, config_watch) => {}
         }
-    })
+    });
+    (run, view)
 }
 
 /// The pod events the safety net is given: Running pods, and the end of a relist.

@@ -22,6 +22,7 @@ use crate::controller::terminator::decide::{Images, Named, Reason, Refusal, swap
 use crate::shared::api_error::Error;
 use crate::shared::pod::Pod;
 use crate::shared::safety_net::{ANNOTATION_SAFETY_NET, Record};
+use crate::shared::stuck::Net;
 use crate::shared::webhook_scope::WebhookScope;
 
 /// Patches tried per reconciliation when each one conflicts with another writer.
@@ -56,6 +57,26 @@ impl Ctx {
             .namespaces
             .get(&ObjectRef::new(&pod.namespace().unwrap_or_default()));
         served(scope.as_ref(), ns.as_deref().map(|n| &n.metadata), pod)
+    }
+
+    /// What the net does about `pod`, for the stuck-pod Event's advice.
+    pub fn view(&self, pod: &Pod) -> Net {
+        let rules = Rules {
+            catalogue: &self.catalogue,
+            images: self.images(),
+            terminator_runs: self.terminator_runs,
+        };
+        match decide(pod, &self.served(pod), &rules) {
+            Decision::Ignore(_) => Net::Off,
+            Decision::Wait(_) | Decision::End(_) | Decision::Done(_) => Net::Ends,
+            Decision::Refuse { problems, .. } => Net::Cannot(
+                problems
+                    .iter()
+                    .map(|p| p.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+        }
     }
 
     fn images(&self) -> Images<'_> {

@@ -36,6 +36,11 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// The safety net's view of a pod, for the stuck-pod advice.
+    pub fn net_view(&self, view: crate::controller::safety_net::View) {
+        self.teardowns.net_view(view);
+    }
+
     pub fn saw(&self, ev: &Event<Pod>) {
         start_clock(&self.clock, ev);
         self.teardowns.saw(ev);

@@ -6,7 +6,7 @@
 //! still runs and the fix. Only the leader runs it (it runs with the controllers).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::shared::pod::Pod;
@@ -19,8 +19,9 @@ use tracing::warn;
 
 use super::decide::{is_running, swapped};
 use crate::controller::metrics::ActedLabel;
+use crate::controller::safety_net::View;
 use crate::controller::telemetry::{Telemetry, key};
-use crate::shared::stuck::{self, Stuck};
+use crate::shared::stuck::{self, Net, Stuck};
 
 /// The longest pause between two reads of the cache (a shorter `--stuck-after` reads it
 /// twice per threshold).
@@ -33,6 +34,8 @@ pub struct Teardowns {
     since: Mutex<HashMap<String, Timestamp>>,
     /// Pods reported stuck (uid), so that each gets one event.
     reported: Mutex<HashSet<String>>,
+    /// The safety net's view of a pod, when it runs in this process.
+    net: OnceLock<View>,
 }
 
 impl Teardowns {
@@ -42,7 +45,13 @@ impl Teardowns {
             telemetry,
             since: Mutex::default(),
             reported: Mutex::default(),
+            net: OnceLock::new(),
         }
+    }
+
+    /// The safety net runs beside: its view of a pod decides the stuck-pod advice.
+    pub fn net_view(&self, view: View) {
+        let _ = self.net.set(view);
     }
 
     /// Shown every event of the pod watch. A pod leaves Running either as a terminal Apply
@@ -125,7 +134,8 @@ impl Teardowns {
     }
 
     async fn report(&self, pod: &Pod, s: &Stuck) {
-        let message = s.message();
+        let net = self.net.get().map_or(Net::Off, |view| view(pod));
+        let message = s.message_with(&net);
         warn!(pod = %key(pod), containers = ?s.teardown.running, "stuck: {message}");
         self.telemetry.count("detect", "PodStuck");
         self.telemetry
