@@ -102,16 +102,19 @@ def node_ctr(env):
     return [f"{ROOT}/scripts/e2e-cluster.sh", "ctr", "-n", "k8s.io", "images"]
 
 
-def node_images(env, registry_port):
-    """The node's names for the images the walk runs but cannot pull from the Internet, and
-    none of the images an earlier walk pulled from the registry."""
+def node_images(env):
+    """The node's names for the images the walk runs but cannot pull from the Internet.
+
+    The images an earlier walk pulled from the registry (127.0.0.1:PORT/quickstart-PID/...)
+    are left on the node, on purpose: they are the shipped images, the same image IDs as the
+    node's sexton:e2e and its kin, and containerd 2.4's CRI plugin forgets an image ID once
+    any of its names is removed (the kubelet then finds sexton:e2e "not present" and tries
+    the Internet, while `ctr images ls` still lists it; seen after a second walk on one node).
+    Each walk pulls under a name of its own, so an earlier walk's names change nothing;
+    `scripts/e2e-cluster.sh down` removes them with the node."""
     ctr = node_ctr(env)
     run(ctr + ["tag", "--force", "docker.io/library/busybox:e2e", "docker.io/library/busybox:1.36"],
         stdout=subprocess.DEVNULL)
-    listed = run(ctr + ["ls", "-q"], capture_output=True).stdout.split()
-    stale = [r for r in listed if r.startswith(f"127.0.0.1:{registry_port}/quickstart-")]
-    if stale:
-        run(ctr + ["rm"] + stale, stdout=subprocess.DEVNULL)
 
 
 def main():
@@ -133,7 +136,7 @@ def main():
     port = env.get("SEXTON_REGISTRY_PORT", "15000")
     run([f"{ROOT}/scripts/registry.sh", "up"], stdout=subprocess.DEVNULL, env=env)
     try:
-        node_images(env, port)
+        node_images(env)
         kubectl_dir = run([f"{ROOT}/scripts/testenv.sh", "kubectl-dir"], capture_output=True, env=env).stdout.strip()
         with tempfile.TemporaryDirectory(prefix="sexton-quickstart-") as tmp:
             bin_dir = os.path.join(tmp, "bin")
