@@ -139,13 +139,17 @@ verify_binaries() {
 }
 
 # copy_each PROFILE BINARY NAME: target/<triple>/PROFILE/BINARY of each platform to
-# bin/linux-<arch>/NAME.
+# bin/linux-<arch>/NAME, by a rename: the file may be running (the full run's background
+# benchmarks run bin/linux-amd64/sexton-slim while the quick start's publish builds again),
+# and a copy onto a running binary fails with "Text file busy"; a rename leaves the running
+# process its old file.
 copy_each() {
   local p dir
   for p in "${PLATFORMS[@]}"; do
     dir="$OUT/bin/linux-${p%%:*}"
     mkdir -p "$dir"
-    cp "$ROOT/target/${p#*:}/$1/$2" "$dir/$3"
+    cp "$ROOT/target/${p#*:}/$1/$2" "$dir/.$3.tmp.$$"
+    mv -f "$dir/.$3.tmp.$$" "$dir/$3"
   done
 }
 
