@@ -106,12 +106,12 @@ def node_images(env):
     """The node's names for the images the walk runs but cannot pull from the Internet.
 
     The images an earlier walk pulled from the registry (127.0.0.1:PORT/quickstart-PID/...)
-    are left on the node, on purpose: they are the shipped images, the same image IDs as the
-    node's sexton:e2e and its kin, and containerd 2.4's CRI plugin forgets an image ID once
-    any of its names is removed (the kubelet then finds sexton:e2e "not present" and tries
-    the Internet, while `ctr images ls` still lists it; seen after a second walk on one node).
-    Each walk pulls under a name of its own, so an earlier walk's names change nothing;
-    `scripts/e2e-cluster.sh down` removes them with the node."""
+    are left on the node: removing them cannot give back what the pulls took. They are the
+    shipped images, the same image IDs as the node's sexton:e2e and kin, and with containerd
+    2.4.2 the CRI plugin no longer finds sexton:e2e once a walk pulled them (the kubelet sees
+    ErrImageNeverPull while `ctr images ls` lists it; removing a pulled name does the same,
+    and neither a new import nor a new tag brings it back). So the walk runs last on a node
+    (scripts/stages/80-e2e.sh), and `scripts/e2e-cluster.sh down` removes it all."""
     ctr = node_ctr(env)
     run(ctr + ["tag", "--force", "docker.io/library/busybox:e2e", "docker.io/library/busybox:1.36"],
         stdout=subprocess.DEVNULL)
