@@ -12,17 +12,16 @@
 
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod as K8sPod, ServiceAccount};
-use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use testbed::*;
 
 mod admission;
 mod controllers;
+use controllers::net::*;
 use controllers::*;
 
 /// `sexton-webhook`, calling a port where nothing listens, for this test process.
@@ -72,50 +71,8 @@ fn webhook_down() -> &'static Down {
     })
 }
 
-const LABEL: &str = "sexton.dev/inject=enabled";
-
-/// A fresh namespace with `labels`, once its default ServiceAccount exists.
-async fn namespace_with(client: &Client, test: &str, labels: &[&str]) -> String {
-    let ns = labelled_namespace(test, labels);
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
-    let end = Instant::now() + LONG;
-    while sas.get_opt("default").await.unwrap().is_none() {
-        assert!(Instant::now() < end, "no default ServiceAccount in {ns}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    ns
-}
-
-/// The controller as deployed (all three controllers), in namespace `ns` only.
-fn controller(scratch: &Scratch, ns: &str, more: &[&str]) -> Ctl {
-    let mut args = vec!["--namespace", ns, "--quick-exit-image", Q];
-    args.extend_from_slice(more);
-    Ctl::start(scratch, "controller", controller_kubeconfig(), &args, &[])
-}
-
-/// The safety net's decision for pod `ns/name` at resource version `rv`, and its message.
-fn net_decision(ctl: &Ctl, ns: &str, name: &str, rv: &str) -> (String, String) {
-    let pod = format!("{ns}/{name}");
-    let l = ctl.wait_line(|l| {
-        l["fields"]["pod"] == pod.as_str()
-            && l["fields"]["resource_version"] == rv
-            && l["fields"]["safety_net"].is_string()
-    });
-    (
-        l["fields"]["safety_net"].as_str().unwrap().to_string(),
-        msg(&l).to_string(),
-    )
-}
-
 fn declared(list: &str) -> Value {
     json!({"annotations": {"sexton.dev/sidecars": list}})
-}
-
-fn net_record(p: &K8sPod) -> Value {
-    let a = p.metadata.annotations.clone().unwrap_or_default();
-    a.get("sexton.dev/safety-net")
-        .map(|r| serde_json::from_str(r).unwrap())
-        .unwrap_or(Value::Null)
 }
 
 fn metric(ctl: &Ctl, action: &str, reason: &str) -> f64 {
@@ -468,52 +425,6 @@ async fn sidecars_end_in_reverse_order_and_a_jobs_pod_tells_its_job() {
             && m.ends_with("its Job backup has no InjectRefused Event, so most likely no replica of the webhook answered in time when the pod was created"),
         "{m}"
     );
-}
-
-/// `kubectl sexton doctor -n NS -o json`'s finding of the safety-net check about `object`.
-fn doctor_finding(ns: &str, object: &str) -> Value {
-    let out = Command::new(KUBECTL_SEXTON)
-        .args(["doctor", "--kubeconfig"])
-        .arg(&testenv().kubeconfig)
-        .args(["-n", ns, "-o", "json"])
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let check = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "safety-net")
-        .unwrap_or_else(|| panic!("no safety-net check: {report:#}"));
-    check["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["object"] == object)
-        .unwrap_or_else(|| panic!("no finding about {object}: {check:#}"))
-        .clone()
-}
-
-/// The name of Job `job`'s pod, once the Job controller created it.
-async fn job_pod(client: &Client, ns: &str, job: &str) -> String {
-    let pods: Api<K8sPod> = Api::namespaced(client.clone(), ns);
-    let end = Instant::now() + LONG;
-    loop {
-        let list = pods
-            .list(&ListParams::default().labels(&format!("job-name={job}")))
-            .await
-            .unwrap();
-        if let Some(name) = list.items.into_iter().next().and_then(|p| p.metadata.name) {
-            return name;
-        }
-        assert!(
-            Instant::now() < end,
-            "the Job controller created no pod for {job}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "current_thread")]

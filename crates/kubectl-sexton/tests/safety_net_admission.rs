@@ -6,56 +6,13 @@
 //! harness: `controllers/mod.rs`); the test plays the kubelet. The webhook down and the other
 //! causes: `safety_net.rs`.
 
-use std::time::{Duration, Instant};
-
-use k8s_openapi::api::core::v1::{Pod as K8sPod, ServiceAccount};
-use kube::Client;
-use kube::api::Api;
 use serde_json::{Value, json};
 use testbed::*;
 
 mod admission;
 mod controllers;
+use controllers::net::*;
 use controllers::*;
-
-const LABEL: &str = "sexton.dev/inject=enabled";
-
-async fn served_namespace(client: &Client, test: &str) -> String {
-    let ns = labelled_namespace(test, &[LABEL]);
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
-    let end = Instant::now() + LONG;
-    while sas.get_opt("default").await.unwrap().is_none() {
-        assert!(Instant::now() < end, "no default ServiceAccount in {ns}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    ns
-}
-
-fn controller(scratch: &Scratch, ns: &str, more: &[&str]) -> Ctl {
-    let mut args = vec!["--namespace", ns, "--quick-exit-image", Q];
-    args.extend_from_slice(more);
-    Ctl::start(scratch, "controller", controller_kubeconfig(), &args, &[])
-}
-
-fn net_decision(ctl: &Ctl, ns: &str, name: &str, rv: &str) -> (String, String) {
-    let pod = format!("{ns}/{name}");
-    let l = ctl.wait_line(|l| {
-        l["fields"]["pod"] == pod.as_str()
-            && l["fields"]["resource_version"] == rv
-            && l["fields"]["safety_net"].is_string()
-    });
-    (
-        l["fields"]["safety_net"].as_str().unwrap().to_string(),
-        msg(&l).to_string(),
-    )
-}
-
-fn net_record(p: &K8sPod) -> Value {
-    let a = p.metadata.annotations.clone().unwrap_or_default();
-    a.get("sexton.dev/safety-net")
-        .map(|r| serde_json::from_str(r).unwrap())
-        .unwrap_or(Value::Null)
-}
 
 /// A Pod manifest: its annotations and containers (every one with a command, so that
 /// nothing needs an image's entrypoint), bound to a node that does not exist.
@@ -88,7 +45,7 @@ fn create_through_webhook(ns: &str, pod: &Value) -> String {
 async fn pods_the_webhook_refused_or_found_over_a_limit() {
     admission::webhook();
     let client = admin_client().await;
-    let ns = served_namespace(&client, "netw-refused").await;
+    let ns = namespace_with(&client, "netw-refused", &[LABEL]).await;
     let scratch = Scratch::new("netw-refused");
     let ctl = controller(&scratch, &ns, &[]);
     // a Job whose Pod native refuses (its sidecar sets its own restartPolicy): the webhook
@@ -151,55 +108,11 @@ async fn pods_the_webhook_refused_or_found_over_a_limit() {
     );
 }
 
-/// The name of Job `job`'s pod, once the Job controller created it.
-async fn job_pod(client: &Client, ns: &str, job: &str) -> String {
-    let pods: Api<K8sPod> = Api::namespaced(client.clone(), ns);
-    let end = Instant::now() + LONG;
-    loop {
-        let lp = kube::api::ListParams::default().labels(&format!("job-name={job}"));
-        let first = pods.list(&lp).await.unwrap().items.into_iter().next();
-        if let Some(name) = first.and_then(|p| p.metadata.name) {
-            return name;
-        }
-        assert!(
-            Instant::now() < end,
-            "the Job controller created no pod for {job}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// `kubectl sexton doctor -n NS -o json`'s finding of the safety-net check about `object`.
-fn doctor_finding(ns: &str, object: &str) -> Value {
-    let out = std::process::Command::new(KUBECTL_SEXTON)
-        .args(["doctor", "--kubeconfig"])
-        .arg(&testenv().kubeconfig)
-        .args(["-n", ns, "-o", "json"])
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let check = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "safety-net")
-        .unwrap_or_else(|| panic!("no safety-net check: {report:#}"));
-    check["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["object"] == object)
-        .unwrap_or_else(|| panic!("no finding about {object}: {check:#}"))
-        .clone()
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn what_the_webhook_injected_is_left_alone_and_what_it_did_not_recognise_is_ended() {
     admission::webhook();
     let client = admin_client().await;
-    let ns = served_namespace(&client, "netw-recognise").await;
+    let ns = namespace_with(&client, "netw-recognise", &[LABEL]).await;
     let scratch = Scratch::new("netw-recognise");
     // the controller knows a vendor the webhook does not (an admin's catalogue entry that
     // only the controller was given)

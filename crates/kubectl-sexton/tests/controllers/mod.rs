@@ -22,6 +22,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testbed::*;
 
+pub mod net;
+
 /// The binary under test.
 pub const KUBECTL_SEXTON: &str = env!("CARGO_BIN_EXE_kubectl-sexton");
 pub const Q: &str = "sexton-quick-exit:test";
