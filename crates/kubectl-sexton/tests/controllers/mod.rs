@@ -1,6 +1,6 @@
 //! The harness of the controllers' tests (`controller.rs`, `terminator.rs`, `ejob.rs`, the
-//! safety net's in `net.rs`): `kubectl-sexton controller` against the real test API server (scripts/testenv.sh), as the
-//! real release binary run as a process with the token of the ServiceAccount from
+//! safety net's in `net.rs`): `kubectl-sexton controller` against the real test API server
+//! (scripts/testenv.sh), as the real release binary run as a process with the token of the ServiceAccount from
 //! `deploy/rbac.yaml`, bound to exactly the ClusterRole and Role in that file; and pods the
 //! test plays the kubelet for, by writing their status.
 //!
