@@ -1,8 +1,8 @@
 //! The harness of the controllers' tests (`controller.rs`, `terminator.rs`, `ejob.rs`, the
 //! safety net's in `net.rs`): `kubectl-sexton controller` against the real test API server
-//! (scripts/testenv.sh), as the real release binary run as a process with the token of the ServiceAccount from
-//! `deploy/rbac.yaml`, bound to exactly the ClusterRole and Role in that file; and pods the
-//! test plays the kubelet for, by writing their status.
+//! (scripts/testenv.sh), as the real release binary run as a process with the token of the
+//! ServiceAccount from `deploy/rbac.yaml`, bound to exactly the ClusterRole and Role in that
+//! file; and pods the test plays the kubelet for, by writing their status.
 //!
 //! Every test but the leader-election one watches its own namespace only (`--namespace`),
 //! so tests can run in parallel; the leader-election test runs cluster-wide as deployed and
