@@ -150,6 +150,9 @@ run_stages() {
   [ "${TEST_PLANE:-}" = node ] || ! runs e2e || export TEST_PLANE=node
   if runs services && [ $PLAN = 0 ]; then
     scripts/testenv.sh status >/dev/null 2>&1 || STOP_TESTENV=1
+  fi
+  # (whatever the stages: the release stage's scripts/release.sh starts the registry itself)
+  if [ $PLAN = 0 ]; then
     scripts/registry.sh status >/dev/null 2>&1 || STOP_REGISTRY=1
   fi
   for j in "${JOBS[@]}"; do
