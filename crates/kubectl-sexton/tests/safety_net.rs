@@ -142,15 +142,17 @@ async fn with_the_webhook_down_a_declared_sidecar_is_swapped_once_the_mains_are_
         "example/proxy:1"
     );
     // a failed main counts as done under Never
-    let rv = set_status(
-        &client,
-        &ns,
-        "two-mains",
-        "Running",
-        &[("a", "0"), ("b", "2"), ("proxy", "running")],
-    )
-    .await;
-    assert_eq!(net_decision(&ctl, &ns, "two-mains", &rv).0, "end");
+    assert_eq!(
+        running_then_decision(
+            &client,
+            &ctl,
+            &ns,
+            "two-mains",
+            &[("a", "0"), ("b", "2"), ("proxy", "running")]
+        )
+        .await,
+        "end"
+    );
     let p = wait_image(&client, &ns, "two-mains", "proxy", Q).await;
     assert_eq!(
         net_record(&p),
@@ -508,24 +510,28 @@ async fn on_failure_retries_are_waited_for_and_long_running_pods_never_touched()
     let (d, why) = net_decision(&ctl, &ns, "retry", &rv);
     assert_eq!(d, "wait");
     assert!(why.contains("the kubelet restarts it"), "{why}");
-    let rv = set_status(
-        &client,
-        &ns,
-        "retry",
-        "Running",
-        &[("main", "running"), ("proxy", "running")],
-    )
-    .await;
-    assert_eq!(net_decision(&ctl, &ns, "retry", &rv).0, "wait");
-    let rv = set_status(
-        &client,
-        &ns,
-        "retry",
-        "Running",
-        &[("main", "0"), ("proxy", "running")],
-    )
-    .await;
-    assert_eq!(net_decision(&ctl, &ns, "retry", &rv).0, "end");
+    assert_eq!(
+        running_then_decision(
+            &client,
+            &ctl,
+            &ns,
+            "retry",
+            &[("main", "running"), ("proxy", "running")]
+        )
+        .await,
+        "wait"
+    );
+    assert_eq!(
+        running_then_decision(
+            &client,
+            &ctl,
+            &ns,
+            "retry",
+            &[("main", "0"), ("proxy", "running")]
+        )
+        .await,
+        "end"
+    );
     wait_image(&client, &ns, "retry", "proxy", Q).await;
 
     create_pod(&client, &ns, "server", "Always", mc(), declared("proxy")).await;
@@ -613,15 +619,17 @@ async fn an_injected_pod_is_left_alone_and_a_command_is_refused_with_why() {
         declared("logs,proxy"),
     )
     .await;
-    let rv = set_status(
-        &client,
-        &ns,
-        "command",
-        "Running",
-        &[("main", "0"), ("logs", "running"), ("proxy", "running")],
-    )
-    .await;
-    assert_eq!(net_decision(&ctl, &ns, "command", &rv).0, "refuse");
+    assert_eq!(
+        running_then_decision(
+            &client,
+            &ctl,
+            &ns,
+            "command",
+            &[("main", "0"), ("logs", "running"), ("proxy", "running")]
+        )
+        .await,
+        "refuse"
+    );
     let e = wait_event(&client, &ns, "command", "SwapRefusedCommand").await;
     let note = e.note.unwrap();
     assert!(
@@ -688,24 +696,28 @@ async fn a_vendors_sidecar_added_while_sextons_webhook_was_down() {
         istio.logs()
     );
     let istio_image = image_of(&p, "istio-proxy");
-    let rv = set_status(
-        &client,
-        &ns,
-        "meshed",
-        "Running",
-        &[("main", "running"), ("istio-proxy", "running")],
-    )
-    .await;
-    assert_eq!(net_decision(&ctl, &ns, "meshed", &rv).0, "wait");
-    let rv = set_status(
-        &client,
-        &ns,
-        "meshed",
-        "Running",
-        &[("main", "0"), ("istio-proxy", "running")],
-    )
-    .await;
-    assert_eq!(net_decision(&ctl, &ns, "meshed", &rv).0, "end");
+    assert_eq!(
+        running_then_decision(
+            &client,
+            &ctl,
+            &ns,
+            "meshed",
+            &[("main", "running"), ("istio-proxy", "running")]
+        )
+        .await,
+        "wait"
+    );
+    assert_eq!(
+        running_then_decision(
+            &client,
+            &ctl,
+            &ns,
+            "meshed",
+            &[("main", "0"), ("istio-proxy", "running")]
+        )
+        .await,
+        "end"
+    );
     let p = wait_image(&client, &ns, "meshed", "istio-proxy", Q).await;
     let swapped = &p.metadata.annotations.as_ref().unwrap()["sexton.dev/swapped-sidecars"];
     assert_eq!(swapped, &json!({"istio-proxy": istio_image}).to_string());

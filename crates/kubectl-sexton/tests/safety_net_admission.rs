@@ -174,24 +174,28 @@ async fn what_the_webhook_injected_is_left_alone_and_what_it_did_not_recognise_i
     let spec = p.spec.as_ref().unwrap();
     let names: Vec<_> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["main", "acme-agent"], "logs made native");
-    let rv = set_status(
-        &client,
-        &ns,
-        "mixed",
-        "Running",
-        &[("main", "running"), ("acme-agent", "running")],
-    )
-    .await;
-    assert_eq!(net_decision(&ctl, &ns, "mixed", &rv).0, "wait");
-    let rv = set_status(
-        &client,
-        &ns,
-        "mixed",
-        "Running",
-        &[("main", "0"), ("acme-agent", "running")],
-    )
-    .await;
-    assert_eq!(net_decision(&ctl, &ns, "mixed", &rv).0, "end");
+    assert_eq!(
+        running_then_decision(
+            &client,
+            &ctl,
+            &ns,
+            "mixed",
+            &[("main", "running"), ("acme-agent", "running")]
+        )
+        .await,
+        "wait"
+    );
+    assert_eq!(
+        running_then_decision(
+            &client,
+            &ctl,
+            &ns,
+            "mixed",
+            &[("main", "0"), ("acme-agent", "running")]
+        )
+        .await,
+        "end"
+    );
     let p = wait_image(&client, &ns, "mixed", "acme-agent", Q).await;
     let record = net_record(&p);
     assert_eq!(record["cause"], "NotRecognised", "{record}");

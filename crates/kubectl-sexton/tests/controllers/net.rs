@@ -34,6 +34,19 @@ pub fn controller(scratch: &Scratch, ns: &str, more: &[&str]) -> Ctl {
     Ctl::start(scratch, "controller", controller_kubeconfig(), &args, &[])
 }
 
+/// Plays the kubelet for pod `ns/name` (phase Running, its containers in `states`) and
+/// returns the safety net's decision on that version of the pod.
+pub async fn running_then_decision(
+    client: &Client,
+    ctl: &Ctl,
+    ns: &str,
+    name: &str,
+    states: &[(&str, &str)],
+) -> String {
+    let rv = set_status(client, ns, name, "Running", states).await;
+    net_decision(ctl, ns, name, &rv).0
+}
+
 /// The safety net's decision for pod `ns/name` at resource version `rv`, and its message.
 pub fn net_decision(ctl: &Ctl, ns: &str, name: &str, rv: &str) -> (String, String) {
     let pod = format!("{ns}/{name}");
