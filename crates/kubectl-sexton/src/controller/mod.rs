@@ -9,6 +9,7 @@
 mod decode;
 pub mod ejob;
 pub mod flags;
+mod guarded_patch;
 mod metrics;
 mod parts;
 mod safety_net;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
-use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -17,7 +16,8 @@ use sexton_inject::Catalogue;
 use tracing::{debug, info, instrument, warn};
 
 use super::decide::{Decision, End, Rules, Served, decide, served};
-use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
+use crate::controller::guarded_patch::{self, Failed, Patched, rv};
+use crate::controller::telemetry::{Telemetry, key};
 use crate::controller::terminator::decide::{Images, Named, Reason, Refusal, swap_patch};
 use crate::shared::api_error::Error;
 use crate::shared::pod::Pod;
@@ -137,15 +137,6 @@ fn job_of(pod: &Pod) -> Option<ObjectReference> {
     })
 }
 
-/// What became of one patch.
-enum Patched {
-    Done,
-    /// The pod is gone: nothing left to do.
-    Gone,
-    /// It changed since it was read: here it is again.
-    Reread(Box<Pod>),
-}
-
 /// Decides on one pod and carries the decision out.
 #[instrument(skip_all, fields(pod = %key(&*pod)))]
 pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
@@ -172,10 +163,6 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
         object: key(&current),
         attempts: MAX_ATTEMPTS,
     })
-}
-
-fn rv(pod: &Pod) -> String {
-    pod.resource_version().unwrap_or_default()
 }
 
 /// Decides, logs the decision and reports its problems; the step to take, if any.
@@ -217,29 +204,14 @@ fn decide_and_report(pod: &Pod, ctx: &Ctx) -> Option<End> {
 
 /// The swap and the net's record, guarded by the pod's resourceVersion.
 async fn patch(api: &Api<Pod>, pod: &Pod, end: &End, ctx: &Ctx) -> Result<Patched, Error> {
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    };
     let mut patch = swap_patch(pod, std::slice::from_ref(&end.swap));
     patch["metadata"]["annotations"][ANNOTATION_SAFETY_NET] = serde_json::to_string(&end.record)
         .expect("a record serializes")
         .into();
-    match api
-        .patch(&pod.name_any(), &params, &Patch::Strategic(&patch))
-        .await
-    {
-        Ok(_) => Ok(Patched::Done),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Patched::Gone),
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            ctx.telemetry.conflict();
-            match api.get_opt(&pod.name_any()).await {
-                Ok(Some(p)) => Ok(Patched::Reread(Box::new(p))),
-                Ok(None) => Ok(Patched::Gone),
-                Err(e) => Err(Error::api(key(pod), "re-reading the pod", e)),
-            }
-        }
-        Err(e) => {
+    match guarded_patch::send(api, pod, &patch, || ctx.telemetry.conflict()).await {
+        Ok(p) => Ok(p),
+        Err(Failed::Reread(e)) => Err(Error::api(key(pod), "re-reading the pod", e)),
+        Err(Failed::Patch(e)) => {
             let doing = format!("patching the image of sidecar {:?}", end.swap.container);
             let failed = Refusal {
                 container: end.swap.container.clone(),

@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use crate::shared::pod::Pod;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{EventType, Recorder};
 use kube::{Api, Client, ResourceExt};
 use tracing::{debug, info, instrument, warn};
 
 use super::decide::{Decision, Images, Named, Reason, Refusal, Swap, decide, swap_patch};
+use crate::controller::guarded_patch::{self, Failed, Patched, rv};
 use crate::controller::metrics::Metrics;
-use crate::controller::telemetry::{FIELD_MANAGER, Telemetry, key};
+use crate::controller::telemetry::{Telemetry, key};
 use crate::shared::api_error::Error;
 
 /// Patches tried per reconciliation when each one conflicts with another writer.
@@ -64,15 +64,6 @@ impl Ctx {
     }
 }
 
-/// What became of one patch.
-enum Patched {
-    Done,
-    /// The pod is gone: nothing left to do.
-    Gone,
-    /// It changed since it was read: here it is again.
-    Reread(Box<Pod>),
-}
-
 /// Decides on one pod and carries the decision out.
 #[instrument(skip_all, fields(pod = %key(&*pod)))]
 pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
@@ -99,10 +90,6 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
         object: key(&current),
         attempts: MAX_ATTEMPTS,
     })
-}
-
-fn rv(pod: &Pod) -> String {
-    pod.resource_version().unwrap_or_default()
 }
 
 /// Decides, logs the decision and reports its problems; the swaps to make, if any.
@@ -142,26 +129,11 @@ async fn decide_and_report(pod: &Pod, ctx: &Ctx) -> Option<Vec<Swap>> {
 
 /// One patch of the images, guarded by the pod's resourceVersion.
 async fn patch(api: &Api<Pod>, pod: &Pod, swaps: &[Swap], ctx: &Ctx) -> Result<Patched, Error> {
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    };
     let patch = swap_patch(pod, swaps);
-    match api
-        .patch(&pod.name_any(), &params, &Patch::Strategic(&patch))
-        .await
-    {
-        Ok(_) => Ok(Patched::Done),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Patched::Gone),
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            ctx.telemetry.conflict();
-            match api.get_opt(&pod.name_any()).await {
-                Ok(Some(p)) => Ok(Patched::Reread(Box::new(p))),
-                Ok(None) => Ok(Patched::Gone),
-                Err(e) => Err(Error::api(key(pod), "re-reading the pod", e)),
-            }
-        }
-        Err(e) => {
+    match guarded_patch::send(api, pod, &patch, || ctx.telemetry.conflict()).await {
+        Ok(p) => Ok(p),
+        Err(Failed::Reread(e)) => Err(Error::api(key(pod), "re-reading the pod", e)),
+        Err(Failed::Patch(e)) => {
             let names: Vec<_> = swaps.iter().map(|s| &s.container).collect();
             let doing = format!("patching the image of sidecar(s) {names:?}");
             let failed = Refusal {
