@@ -69,7 +69,7 @@ pub struct Opts {
     /// API calls of the harness at once while creating and deleting pods
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
-    /// Which contenders, in order: sexton, sexton-terminator-only, sexton-concurrency-N
+    /// Which contenders, in order: sexton, sexton-no-net, sexton-terminator-only, sexton-concurrency-N
     /// (`--concurrency N`), kruise, kruise-default-qps
     #[arg(
         long,
@@ -167,6 +167,14 @@ fn contenders(o: &Opts) -> Result<Vec<Contender>> {
             "sexton-terminator-only" => (
                 Kind::Sexton {
                     controllers: Some("sidecar-terminator".into()),
+                    concurrency: None,
+                },
+                o.sexton.clone(),
+            ),
+            // the default without the safety net: what the net costs, in the same run
+            "sexton-no-net" => (
+                Kind::Sexton {
+                    controllers: Some("sidecar-terminator,ephemeraljob".into()),
                     concurrency: None,
                 },
                 o.sexton.clone(),
