@@ -53,10 +53,12 @@ impl<K: Resource<DynamicType = ()>> Clock<K> {
 
     /// `obj` is gone: nothing will reconcile it.
     pub fn forget(&self, obj: &K) {
-        self.0
-            .lock()
-            .expect("poisoned")
-            .remove(&ObjectRef::from_obj(obj));
+        self.forget_ref(&ObjectRef::from_obj(obj));
+    }
+
+    /// The object `r` names is gone.
+    pub fn forget_ref(&self, r: &ObjectRef<K>) {
+        self.0.lock().expect("poisoned").remove(r);
     }
 
     /// How long `obj` waited in the queue, if a watch event started its reconciliation.

@@ -33,6 +33,21 @@ struct State<K> {
     closed: bool,
 }
 
+/// Room kept for this many keys when the queue drains.
+const KEPT: usize = 1024;
+
+impl<K: Hash + Eq> State<K> {
+    /// A relist queues every pod of the cache at once; once they are handed out, the room
+    /// they took (the queue's and the set's, ~0.5 kB a pod key) is given back rather than
+    /// kept for the life of the process.
+    fn give_back_when_drained(&mut self) {
+        if self.fifo.is_empty() && self.fifo.capacity() > KEPT {
+            self.fifo.shrink_to(KEPT);
+            self.queued.shrink_to(KEPT);
+        }
+    }
+}
+
 impl<K> Default for WorkQueue<K> {
     fn default() -> Self {
         WorkQueue {
@@ -93,6 +108,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> WorkQueue<K> {
                 if let Some(key) = s.fifo.pop_front() {
                     s.queued.remove(&key);
                     s.working.insert(key.clone());
+                    s.give_back_when_drained();
                     return Some(key);
                 }
             }
@@ -122,6 +138,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> WorkQueue<K> {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.state.lock().expect("poisoned").fifo.len()
+    }
+
+    /// Room for keys, queued and in the set of queued keys.
+    #[cfg(test)]
+    fn room(&self) -> (usize, usize) {
+        let s = self.state.lock().expect("poisoned");
+        (s.fifo.capacity(), s.queued.capacity())
     }
 }
 
@@ -205,6 +228,26 @@ mod tests {
         q.done(&1);
         assert_eq!(now(q.next()), None, "2 is still queued but not handed out");
         assert_eq!(q.add(3), None);
+    }
+
+    #[test]
+    fn a_drained_queue_gives_its_room_back() {
+        let q = WorkQueue::default();
+        for k in 0..10 * KEPT {
+            q.add(k);
+        }
+        assert!(q.room().0 >= 10 * KEPT && q.room().1 >= 10 * KEPT);
+        for _ in 0..10 * KEPT - 1 {
+            let k = now(q.next()).unwrap();
+            q.done(&k);
+        }
+        assert!(q.room().0 >= KEPT * 2, "kept while keys wait");
+        let last = now(q.next()).unwrap();
+        let (fifo, set) = q.room();
+        assert!(fifo < 2 * KEPT && set < 2 * KEPT, "{fifo}, {set}");
+        q.done(&last);
+        q.add(1);
+        assert_eq!(now(q.next()), Some(1), "still works");
     }
 
     #[test]

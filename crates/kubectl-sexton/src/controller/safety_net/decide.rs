@@ -107,52 +107,70 @@ pub struct End {
 
 /// Decides what to do with `pod`.
 pub fn decide(pod: &Pod, served: &Served, rules: &Rules) -> Decision {
-    if let Some(why) = not_a_job_pod(pod) {
-        return Decision::Ignore(why);
-    }
+    let c = match candidate(pod, rules) {
+        Ok(c) => c,
+        Err(why) => return Decision::Ignore(why),
+    };
     let labelled_later = match served {
         Served::No(why) => return Decision::Ignore(why.clone()),
         Served::Yes { labelled_later, .. } => labelled_later,
     };
+    if let Some(why) = mains_not_done(pod, &c.mains) {
+        return Decision::Wait(why);
+    }
+    let record = record(&c.ours, &c.injected, labelled_later);
+    in_reverse_order(pod, &c.ours, record, rules.images)
+}
+
+/// A Pod the net acts on if the webhook serves it: a Running Job-style Pod with sidecars
+/// that nothing else ends, and a main to wait for.
+pub struct Candidate<'a> {
+    /// The sidecars the net ends, in the Pod's order.
+    ours: Vec<&'a Container>,
+    mains: Vec<&'a Container>,
+    injected: Injected,
+}
+
+/// Whether `pod` is a [`Candidate`], from the Pod alone (why not, if not). Nothing but a
+/// change of the Pod changes the answer, so the net's loop queues candidates only: a
+/// cluster's other pods cost it no queue entry, even when a namespace's labels or the
+/// webhook's configuration change.
+pub fn candidate<'a>(pod: &'a Pod, rules: &Rules) -> Result<Candidate<'a>, String> {
+    if let Some(why) = not_a_job_pod(pod) {
+        return Err(why);
+    }
     let Some(spec) = pod.spec.as_ref() else {
-        return Decision::Ignore("no spec".into());
+        return Err("no spec".into());
     };
     let mut json = serde_json::to_value(pod).expect("a pod serializes");
     let Some(roles) = roles_of(&mut json, rules.catalogue) else {
-        return Decision::Ignore("no sidecar declared or recognised".into());
+        return Err("no sidecar declared or recognised".into());
     };
     let injected = injected(&json);
     let container = |n: &str| spec.containers.iter().find(|c| c.name == n);
-    let (ours, theirs): (Vec<&Container>, Vec<(&Container, String)>) = {
-        let mut ours = vec![];
-        let mut theirs = vec![];
-        for c in roles.sidecars.iter().filter_map(|n| container(n)) {
-            match ended_by(c, &injected, rules.terminator_runs) {
-                None => ours.push(c),
-                Some(by) => theirs.push((c, by)),
-            }
+    let mut ours = vec![];
+    let mut theirs = vec![];
+    for c in roles.sidecars.iter().filter_map(|n| container(n)) {
+        match ended_by(c, &injected, rules.terminator_runs) {
+            None => ours.push(c),
+            Some(by) => theirs.push(format!("{:?}: {by}", c.name)),
         }
-        (ours, theirs)
-    };
+    }
     if ours.is_empty() {
-        let by: Vec<String> = theirs
-            .iter()
-            .map(|(c, by)| format!("{:?}: {by}", c.name))
-            .collect();
-        return Decision::Ignore(format!(
+        return Err(format!(
             "its sidecars are ended otherwise ({})",
-            by.join("; ")
+            theirs.join("; ")
         ));
     }
     let mains: Vec<&Container> = roles.mains.iter().filter_map(|n| container(n)).collect();
     if mains.is_empty() {
-        return Decision::Ignore("every container is a sidecar: no main to wait for".into());
+        return Err("every container is a sidecar: no main to wait for".into());
     }
-    if let Some(why) = mains_not_done(pod, &mains) {
-        return Decision::Wait(why);
-    }
-    let record = record(&ours, &injected, labelled_later);
-    in_reverse_order(pod, &ours, record, rules.images)
+    Ok(Candidate {
+        ours,
+        mains,
+        injected,
+    })
 }
 
 /// Why the net has nothing to do with a Pod whatever its containers, if so.

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use super::parts::{GRACE, Parts, Run};
 use super::telemetry::Telemetry;
 use super::terminator::decide::is_running;
-use super::watch::{self, PodEvent, PodFeed, WatchReport};
+use super::watch::{self, PodFeed, WatchReport};
 use crate::shared::pod::Pod;
 use crate::shared::webhook_scope::keep_label_owners;
 use reconcile::{CONTROLLER, Ctx};
@@ -81,12 +81,7 @@ pub fn safety_net(parts: &Parts, o: Options, pods: &mut PodFeed) -> (Run, View) 
         let ctx = ctx.clone();
         Arc::new(move |pod: &Pod| ctx.view(pod))
     };
-    let clock = ctx.telemetry.clock.clone();
-    let feed = pods.subscribe(running_or_relisted).inspect(move |ev| {
-        if let PodEvent::Changed(p) = ev {
-            clock.arrived(p)
-        }
-    });
+    let feed = pods.subscribe(running_or_relisted);
     let requeues = futures_util::stream::unfold(requeues, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });

@@ -15,7 +15,7 @@ use kube::{Api, Client, ResourceExt};
 use sexton_inject::Catalogue;
 use tracing::{debug, info, instrument, warn};
 
-use super::decide::{Decision, End, Rules, Served, decide, served};
+use super::decide::{Decision, End, Rules, Served, candidate, decide, served};
 use crate::controller::guarded_patch::{self, Failed, Patched, rv};
 use crate::controller::telemetry::{Telemetry, key};
 use crate::controller::terminator::decide::{Images, Named, Reason, Refusal, swap_patch};
@@ -61,12 +61,7 @@ impl Ctx {
 
     /// What the net does about `pod`, for the stuck-pod Event's advice.
     pub fn view(&self, pod: &Pod) -> Net {
-        let rules = Rules {
-            catalogue: &self.catalogue,
-            images: self.images(),
-            terminator_runs: self.terminator_runs,
-        };
-        match decide(pod, &self.served(pod), &rules) {
+        match decide(pod, &self.served(pod), &self.rules()) {
             Decision::Ignore(_) => Net::Off,
             Decision::Wait(_) | Decision::End(_) | Decision::Done(_) => Net::Ends,
             Decision::Refuse { problems, .. } => Net::Cannot(
@@ -79,13 +74,30 @@ impl Ctx {
         }
     }
 
-    fn images(&self) -> Images<'_> {
-        Images {
-            quick_exit: self.quick_exit_image.as_deref(),
-            named: match &self.allowed_images {
-                None => Named::Any,
-                Some(prefixes) => Named::Prefixes(prefixes),
+    /// Whether the net may act on `pod` (`decide::candidate`); a Pod it leaves alone is
+    /// logged as its decision (`ignore`) when `log` is set.
+    pub fn concerns(&self, pod: &Pod, log: bool) -> bool {
+        match candidate(pod, &self.rules()) {
+            Ok(_) => true,
+            Err(why) if log => {
+                debug!(pod = %key(pod), resource_version = %rv(pod), safety_net = "ignore", "{why}");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn rules(&self) -> Rules<'_> {
+        Rules {
+            catalogue: &self.catalogue,
+            images: Images {
+                quick_exit: self.quick_exit_image.as_deref(),
+                named: match &self.allowed_images {
+                    None => Named::Any,
+                    Some(prefixes) => Named::Prefixes(prefixes),
+                },
             },
+            terminator_runs: self.terminator_runs,
         }
     }
 
@@ -142,7 +154,7 @@ fn job_of(pod: &Pod) -> Option<ObjectReference> {
 pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
     let _timer = ctx.telemetry.reconcile_started(&pod);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let mut current = (*pod).clone();
+    let mut current = pod;
     for attempt in 1..=MAX_ATTEMPTS {
         let Some(end) = decide_and_report(&current, ctx) else {
             return Ok(());
@@ -154,13 +166,13 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
             }
             Patched::Gone => return Ok(()),
             Patched::Reread(p) => {
-                info!(pod = %key(&current), resource_version = %rv(&current), attempt, "conflict: the pod changed since it was read; re-reading");
-                current = *p;
+                info!(pod = %key(&*current), resource_version = %rv(&current), attempt, "conflict: the pod changed since it was read; re-reading");
+                current = Arc::new(*p);
             }
         }
     }
     Err(Error::StillConflicting {
-        object: key(&current),
+        object: key(&*current),
         attempts: MAX_ATTEMPTS,
     })
 }
@@ -168,12 +180,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
 /// Decides, logs the decision and reports its problems; the step to take, if any.
 fn decide_and_report(pod: &Pod, ctx: &Ctx) -> Option<End> {
     let (rv, k) = (rv(pod), key(pod));
-    let rules = Rules {
-        catalogue: &ctx.catalogue,
-        images: ctx.images(),
-        terminator_runs: ctx.terminator_runs,
-    };
-    match decide(pod, &ctx.served(pod), &rules) {
+    match decide(pod, &ctx.served(pod), &ctx.rules()) {
         Decision::Ignore(why) => {
             debug!(pod = %k, resource_version = %rv, safety_net = "ignore", "{why}");
             None

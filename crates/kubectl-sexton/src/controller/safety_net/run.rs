@@ -1,6 +1,8 @@
-//! The safety net's loop: a FIFO work queue of pods, fed by the pod feed's Running pods and
-//! by the changes that can make the webhook serve pods it did not (a namespace's labels, the
-//! webhook's configuration: every pod of the namespace, or every pod, queued again), and
+//! The safety net's loop: a FIFO work queue of pods, fed by the pod feed's Running pods that
+//! are candidates (`decide::candidate`: on a large cluster, most pods are not, and cost the
+//! net no queue entry) and by the changes that can make the webhook serve pods it did not (a
+//! namespace's labels, the webhook's configuration: every candidate of the namespace, or
+//! every candidate, queued again), and
 //! `--concurrency` workers that reconcile the newest cached version of each. The workers
 //! start once the three caches are filled; a failed reconciliation is retried after the time
 //! its error calls for; at the shutdown signal the queue is closed, so the workers finish
@@ -43,8 +45,8 @@ pub async fn run(
     // set once the pod cache is filled (its first relist): the pod store's own readiness
     // future wakes only one waiter, the SidecarTerminator's
     let (listed, mut filled) = watch::channel(false);
-    let feed = feed(pods, store.clone(), queue.clone(), listed);
-    let requeue = requeue(requeues, store.clone(), queue.clone());
+    let feed = feed(pods, store.clone(), queue.clone(), listed, ctx.clone());
+    let requeue = requeue(requeues, store.clone(), queue.clone(), ctx.clone());
     let close = {
         let queue = queue.clone();
         async move {
@@ -73,20 +75,25 @@ pub async fn run(
     }
 }
 
-/// Queues each changed pod; after a relist, every Running pod of the cache.
+/// Queues each changed candidate (a pod that is not one is logged as ignored); after a
+/// relist, every candidate of the cache.
 async fn feed(
     pods: impl Stream<Item = PodEvent>,
     store: Store<Pod>,
     queue: Arc<Queue>,
     listed: watch::Sender<bool>,
+    ctx: Arc<Ctx>,
 ) {
     pods.for_each(|ev| {
         match ev {
             PodEvent::Changed(p) => {
-                queue.add(ObjectRef::from_obj(&*p));
+                if ctx.concerns(&p, true) {
+                    ctx.telemetry.clock.arrived(&p);
+                    queue.add(ObjectRef::from_obj(&*p));
+                }
             }
             PodEvent::Relisted => {
-                queue_pods(&store, &queue, |_| true);
+                queue_pods(&store, &queue, &ctx, |_| true);
                 listed.send_replace(true);
             }
         }
@@ -95,24 +102,30 @@ async fn feed(
     .await
 }
 
-/// Queues the pods a change of the webhook's scope can concern.
-async fn requeue(requeues: impl Stream<Item = Requeue>, store: Store<Pod>, queue: Arc<Queue>) {
+/// Queues the candidates a change of the webhook's scope can concern.
+async fn requeue(
+    requeues: impl Stream<Item = Requeue>,
+    store: Store<Pod>,
+    queue: Arc<Queue>,
+    ctx: Arc<Ctx>,
+) {
     requeues
         .for_each(|r| {
             match r {
-                Requeue::Namespace(ns) => {
-                    queue_pods(&store, &queue, |p| p.namespace().as_deref() == Some(&ns))
-                }
-                Requeue::Everything => queue_pods(&store, &queue, |_| true),
+                Requeue::Namespace(ns) => queue_pods(&store, &queue, &ctx, |p| {
+                    p.namespace().as_deref() == Some(&ns)
+                }),
+                Requeue::Everything => queue_pods(&store, &queue, &ctx, |_| true),
             }
             std::future::ready(())
         })
         .await
 }
 
-fn queue_pods(store: &Store<Pod>, queue: &Queue, which: impl Fn(&Pod) -> bool) {
+/// Queues the Running candidates of the cache that `which` picks.
+fn queue_pods(store: &Store<Pod>, queue: &Queue, ctx: &Ctx, which: impl Fn(&Pod) -> bool) {
     for p in store.state() {
-        if is_running(&p) && which(&p) {
+        if is_running(&p) && which(&p) && ctx.concerns(&p, false) {
             queue.add(ObjectRef::from_obj(&*p));
         }
     }
@@ -121,11 +134,15 @@ fn queue_pods(store: &Store<Pod>, queue: &Queue, which: impl Fn(&Pod) -> bool) {
 /// Reconciles queued pods, one at a time, until the queue is closed.
 async fn worker(queue: Arc<Queue>, store: Store<Pod>, ctx: Arc<Ctx>) {
     while let Some(pod_ref) = queue.next().await {
-        if let Some(pod) = store.get(&pod_ref)
-            && let Err(e) = reconcile(pod.clone(), &ctx).await
-        {
-            let retry = ctx.telemetry.failed(&pod, &e);
-            queue.add_after(pod_ref.clone(), retry);
+        match store.get(&pod_ref) {
+            Some(pod) => {
+                if let Err(e) = reconcile(pod.clone(), &ctx).await {
+                    let retry = ctx.telemetry.failed(&pod, &e);
+                    queue.add_after(pod_ref.clone(), retry);
+                }
+            }
+            // deleted since it was queued: nothing will reconcile it
+            None => ctx.telemetry.clock.forget_ref(&pod_ref),
         }
         queue.done(&pod_ref);
     }
