@@ -12,6 +12,7 @@ pub mod flags;
 mod guarded_patch;
 mod metrics;
 mod parts;
+mod pod_workers;
 mod safety_net;
 mod telemetry;
 mod terminator;

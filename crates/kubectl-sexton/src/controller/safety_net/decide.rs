@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sexton_inject::{Catalogue, Injected, injected, roles_of};
 
 use crate::controller::terminator::decide::{
-    Images, Refusal, Swap, Verdict, is_running, is_sidecar, mains_not_done, phase, restart_policy,
-    swapped, swapped_sidecar, unswapped_sidecar,
+    Images, Refusal, Swap, Verdict, is_sidecar, mains_not_done, not_a_running_job_pod, swapped,
+    swapped_sidecar, unswapped_sidecar,
 };
 use crate::shared::pod::{Container, Pod};
 use crate::shared::safety_net::{Cause, Record};
@@ -136,7 +136,7 @@ pub struct Candidate<'a> {
 /// cluster's other pods cost it no queue entry, even when a namespace's labels or the
 /// webhook's configuration change.
 pub fn candidate<'a>(pod: &'a Pod, rules: &Rules) -> Result<Candidate<'a>, String> {
-    if let Some(why) = not_a_job_pod(pod) {
+    if let Some(why) = not_a_running_job_pod(pod) {
         return Err(why);
     }
     let Some(spec) = pod.spec.as_ref() else {
@@ -171,20 +171,6 @@ pub fn candidate<'a>(pod: &'a Pod, rules: &Rules) -> Result<Candidate<'a>, Strin
         mains,
         injected,
     })
-}
-
-/// Why the net has nothing to do with a Pod whatever its containers, if so.
-fn not_a_job_pod(pod: &Pod) -> Option<String> {
-    if pod.metadata.deletion_timestamp.is_some() {
-        return Some("pod is being deleted".into());
-    }
-    let policy = restart_policy(pod);
-    if policy != "Never" && policy != "OnFailure" {
-        return Some(format!(
-            "restartPolicy {policy}: only Job-style pods (Never, OnFailure) complete"
-        ));
-    }
-    (!is_running(pod)).then(|| format!("phase {}", phase(pod)))
 }
 
 /// What else ends sidecar `c`, if anything does: sexton's injection (its record), its

@@ -14,15 +14,12 @@ use futures_util::{Stream, StreamExt};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 use super::reconcile::{Ctx, reconcile};
+use crate::controller::pod_workers::{self, PodQueue as Queue};
 use crate::controller::terminator::decide::is_running;
 use crate::controller::watch::PodEvent;
-use crate::controller::workqueue::WorkQueue;
 use crate::shared::pod::Pod;
-
-type Queue = WorkQueue<ObjectRef<Pod>>;
 
 /// What queues pods besides their own events.
 pub enum Requeue {
@@ -63,11 +60,19 @@ pub async fn run(
         if caches.await.is_none() {
             return;
         }
-        let mut workers = JoinSet::new();
-        for _ in 0..concurrency.max(1) {
-            workers.spawn(worker(queue.clone(), store.clone(), ctx.clone()));
-        }
-        while workers.join_next().await.is_some() {}
+        let telemetry = ctx.telemetry.clone();
+        let reconcile = move |pod| {
+            let ctx = ctx.clone();
+            async move { reconcile(pod, &ctx).await }
+        };
+        pod_workers::run(
+            queue.clone(),
+            store.clone(),
+            telemetry,
+            concurrency,
+            reconcile,
+        )
+        .await
     };
     tokio::select! {
         _ = work => {}
@@ -128,22 +133,5 @@ fn queue_pods(store: &Store<Pod>, queue: &Queue, ctx: &Ctx, which: impl Fn(&Pod)
         if is_running(&p) && which(&p) && ctx.concerns(&p, false) {
             queue.add(ObjectRef::from_obj(&*p));
         }
-    }
-}
-
-/// Reconciles queued pods, one at a time, until the queue is closed.
-async fn worker(queue: Arc<Queue>, store: Store<Pod>, ctx: Arc<Ctx>) {
-    while let Some(pod_ref) = queue.next().await {
-        match store.get(&pod_ref) {
-            Some(pod) => {
-                if let Err(e) = reconcile(pod.clone(), &ctx).await {
-                    let retry = ctx.telemetry.failed(&pod, &e);
-                    queue.add_after(pod_ref.clone(), retry);
-                }
-            }
-            // deleted since it was queued: nothing will reconcile it
-            None => ctx.telemetry.clock.forget_ref(&pod_ref),
-        }
-        queue.done(&pod_ref);
     }
 }

@@ -305,6 +305,12 @@ fn not_for_us(pod: &Pod, sidecars: &[&Container]) -> Option<String> {
     if sidecars.is_empty() {
         return Some("no container carries a sidecar marker".into());
     }
+    not_a_running_job_pod(pod)
+}
+
+/// Why `pod` is not a Running Job-style pod not being deleted, if it is not: the only pods
+/// whose sidecars the SidecarTerminator and the safety net end.
+pub(crate) fn not_a_running_job_pod(pod: &Pod) -> Option<String> {
     if pod.metadata.deletion_timestamp.is_some() {
         return Some("pod is being deleted".into());
     }

@@ -8,15 +8,12 @@ use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::reconcile::{Ctx, reconcile};
+use crate::controller::pod_workers::{self, PodQueue as Queue};
 use crate::controller::telemetry::key;
-use crate::controller::workqueue::WorkQueue;
 use crate::shared::pod::Pod;
-
-type Queue = WorkQueue<ObjectRef<Pod>>;
 
 /// Runs until `stopped` and the pods in hand are done (or the pod cache's writer is gone).
 pub async fn run(
@@ -41,11 +38,19 @@ pub async fn run(
         if store.wait_until_ready().await.is_err() {
             return;
         }
-        let mut workers = JoinSet::new();
-        for _ in 0..concurrency.max(1) {
-            workers.spawn(worker(queue.clone(), store.clone(), ctx.clone()));
-        }
-        while workers.join_next().await.is_some() {}
+        let telemetry = ctx.telemetry.clone();
+        let reconcile = move |pod| {
+            let ctx = ctx.clone();
+            async move { reconcile(pod, &ctx).await }
+        };
+        pod_workers::run(
+            queue.clone(),
+            store.clone(),
+            telemetry,
+            concurrency,
+            reconcile,
+        )
+        .await
     };
     // the feed ends only with the pod watch; the workers once the queue is closed
     tokio::select! {
@@ -66,18 +71,4 @@ async fn feed(changed: impl Stream<Item = Arc<Pod>>, queue: Arc<Queue>) {
             std::future::ready(())
         })
         .await
-}
-
-/// Reconciles queued pods, one at a time, until the queue is closed.
-async fn worker(queue: Arc<Queue>, store: Store<Pod>, ctx: Arc<Ctx>) {
-    while let Some(pod_ref) = queue.next().await {
-        // the newest version; a pod that left the cache (no longer Running) needs nothing
-        if let Some(pod) = store.get(&pod_ref)
-            && let Err(e) = reconcile(pod.clone(), &ctx).await
-        {
-            let retry = ctx.telemetry.failed(&pod, &e);
-            queue.add_after(pod_ref.clone(), retry);
-        }
-        queue.done(&pod_ref);
-    }
 }
