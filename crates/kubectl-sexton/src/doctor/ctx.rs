@@ -13,6 +13,7 @@ use tokio::sync::OnceCell;
 
 use super::access::{Access, AccessError, answer};
 use super::reduced::RunPod;
+use super::workloads::Workloads;
 
 /// Which namespaces the namespaced checks look at.
 #[derive(Debug, Clone)]
@@ -58,6 +59,8 @@ pub struct Ctx {
     pub configurations: OnceCell<Result<Vec<MutatingWebhookConfiguration>, AccessError>>,
     /// The checked namespaces' pods that are not done yet (`pods::running`).
     pub pods: OnceCell<Result<Vec<RunPod>, AccessError>>,
+    /// The checked namespaces' Jobs and CronJobs (`workloads::listed`).
+    pub workloads: OnceCell<Result<Workloads, AccessError>>,
 }
 
 impl Ctx {
@@ -78,6 +81,7 @@ impl Ctx {
             catalogue,
             configurations: OnceCell::new(),
             pods: OnceCell::new(),
+            workloads: OnceCell::new(),
         }
     }
 }

@@ -284,26 +284,10 @@ pub fn finding(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doctor::found::tests::pod;
     use crate::doctor::found::{asked, in_pod};
     use serde_json::json;
     use sexton_inject::Catalogue;
-
-    fn pod(annotations: Value, labels: Value, containers: &[&str], natives: &[&str]) -> Value {
-        let list = |names: &[&str], native: bool| -> Vec<Value> {
-            names
-                .iter()
-                .map(|n| match native {
-                    true => json!({"name": n, "restartPolicy": "Always"}),
-                    false => json!({"name": n}),
-                })
-                .collect()
-        };
-        json!({
-            "metadata": {"annotations": annotations, "labels": labels},
-            "spec": {"restartPolicy": "Never", "containers": list(containers, false),
-                "initContainers": list(natives, true)},
-        })
-    }
 
     fn istio(extra: Value) -> Value {
         let mut a = json!({"sidecar.istio.io/status": "{}"});

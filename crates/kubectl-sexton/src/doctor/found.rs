@@ -103,11 +103,17 @@ pub fn asked<'c>(template: &Value, catalogue: &'c Catalogue) -> Vec<Found<'c>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(annotations: Value, labels: Value, containers: &[&str], natives: &[&str]) -> Value {
+    /// A Job-style pod: its annotations, labels, containers, and native sidecars.
+    pub(crate) fn pod(
+        annotations: Value,
+        labels: Value,
+        containers: &[&str],
+        natives: &[&str],
+    ) -> Value {
         let list = |names: &[&str], native: bool| -> Vec<Value> {
             names
                 .iter()

@@ -7,12 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use serde_json::Value;
 
-use super::access::{Access, AccessError, answer};
+use super::access::AccessError;
 use super::ctx::Ctx;
 use super::ended::{self, At};
 use super::found::{self, Found, Place};
@@ -20,6 +18,7 @@ use super::pods;
 use super::reduced::RunPod;
 use super::report::{Check, Finding, Status};
 use super::webhooks::{self, Serving};
+use super::workloads::{self, Workloads};
 
 pub const NAME: &str = "injected-sidecars";
 
@@ -200,26 +199,10 @@ impl Labels {
 }
 
 /// The Jobs' and CronJobs' templates of the checked namespaces.
-async fn templates(ctx: &Ctx) -> Result<Vec<Template>, AccessError> {
-    let ns = ctx.namespaces.one();
-    let (jobs, cronjobs) = match ns {
-        Some(ns) => (
-            Api::<Job>::namespaced(ctx.client.clone(), ns),
-            Api::<CronJob>::namespaced(ctx.client.clone(), ns),
-        ),
-        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
-    };
-    let lp = ListParams::default();
-    let jobs = answer(
-        Access::new("list", "jobs.batch").in_ns(ns),
-        jobs.list(&lp).await,
-    )?;
-    let cronjobs = answer(
-        Access::new("list", "cronjobs.batch").in_ns(ns),
-        cronjobs.list(&lp).await,
-    )?;
+async fn templates(ctx: &Ctx) -> Result<Vec<Template>, &AccessError> {
+    let Workloads { jobs, cronjobs } = workloads::listed(ctx).await.as_ref()?;
     let mut out = vec![];
-    for j in jobs.items {
+    for j in jobs {
         let (namespace, name) = (j.namespace().unwrap_or_default(), j.name_any());
         let cron = j
             .owner_references()
@@ -234,18 +217,18 @@ async fn templates(ctx: &Ctx) -> Result<Vec<Template>, AccessError> {
             .into_iter()
             .flatten()
             .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
-        let Some(spec) = j.spec else { continue };
+        let Some(spec) = &j.spec else { continue };
         out.push(Template {
             object: format!("job {namespace}/{name}{cron}"),
             job: Some(name),
             namespace,
             finished,
-            template: serde_json::to_value(spec.template).unwrap_or_default(),
+            template: serde_json::to_value(&spec.template).unwrap_or_default(),
         });
     }
-    for c in cronjobs.items {
+    for c in cronjobs {
         let (namespace, name) = (c.namespace().unwrap_or_default(), c.name_any());
-        let Some(t) = c.spec.and_then(|s| s.job_template.spec).map(|s| s.template) else {
+        let Some(t) = c.spec.as_ref().and_then(|s| s.job_template.spec.as_ref()) else {
             continue;
         };
         out.push(Template {
@@ -253,7 +236,7 @@ async fn templates(ctx: &Ctx) -> Result<Vec<Template>, AccessError> {
             job: None,
             namespace,
             finished: false,
-            template: serde_json::to_value(t).unwrap_or_default(),
+            template: serde_json::to_value(&t.template).unwrap_or_default(),
         });
     }
     Ok(out)

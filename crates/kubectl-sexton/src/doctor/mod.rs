@@ -26,6 +26,7 @@ mod report;
 mod safety_net;
 mod stuck_pods;
 mod webhooks;
+mod workloads;
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;

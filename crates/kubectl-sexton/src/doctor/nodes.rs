@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Node, PodTemplateSpec};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
@@ -16,6 +15,7 @@ use super::access::{Access, AccessError, answer};
 use super::ctx::Ctx;
 use super::manifests::{injected_mechanism, native_sidecars};
 use super::report::{Check, Finding, Status};
+use super::workloads::{self, Workloads};
 
 pub const NAME: &str = "virtual-kubelet";
 
@@ -94,32 +94,16 @@ fn virtual_kubelet(n: &Node) -> Option<VkNode> {
 }
 
 /// `(job NS/NAME or cronjob NS/NAME, pod template)` of the checked namespaces.
-async fn templates(ctx: &Ctx) -> Result<Vec<(String, PodTemplateSpec)>, AccessError> {
-    let ns = ctx.namespaces.one();
-    let (jobs, cronjobs) = match ns {
-        Some(ns) => (
-            Api::<Job>::namespaced(ctx.client.clone(), ns),
-            Api::<CronJob>::namespaced(ctx.client.clone(), ns),
-        ),
-        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
-    };
-    let lp = ListParams::default();
-    let jobs = answer(
-        Access::new("list", "jobs.batch").in_ns(ns),
-        jobs.list(&lp).await,
-    )?;
-    let cronjobs = answer(
-        Access::new("list", "cronjobs.batch").in_ns(ns),
-        cronjobs.list(&lp).await,
-    )?;
+async fn templates(ctx: &Ctx) -> Result<Vec<(String, PodTemplateSpec)>, &AccessError> {
+    let Workloads { jobs, cronjobs } = workloads::listed(ctx).await.as_ref()?;
     let object = |kind: &str, o: &dyn ResourceLike| format!("{kind} {}/{}", o.ns(), o.name());
     let mut out = vec![];
-    for j in &jobs.items {
+    for j in jobs {
         if let Some(spec) = &j.spec {
             out.push((object("job", j), spec.template.clone()));
         }
     }
-    for c in &cronjobs.items {
+    for c in cronjobs {
         if let Some(t) = c.spec.as_ref().and_then(|s| s.job_template.spec.as_ref()) {
             out.push((object("cronjob", c), t.template.clone()));
         }
