@@ -60,19 +60,9 @@ pub async fn run(
         if caches.await.is_none() {
             return;
         }
-        let telemetry = ctx.telemetry.clone();
-        let reconcile = move |pod| {
-            let ctx = ctx.clone();
-            async move { reconcile(pod, &ctx).await }
-        };
-        pod_workers::run(
-            queue.clone(),
-            store.clone(),
-            telemetry,
-            concurrency,
-            reconcile,
-        )
-        .await
+        let (queue, store, telemetry) = (queue.clone(), store.clone(), ctx.telemetry.clone());
+        let reconcile = move |pod| reconcile(pod, ctx.clone());
+        pod_workers::run(queue, store, telemetry, concurrency, reconcile).await
     };
     tokio::select! {
         _ = work => {}

@@ -66,7 +66,8 @@ impl Ctx {
 
 /// Decides on one pod and carries the decision out.
 #[instrument(skip_all, fields(pod = %key(&*pod)))]
-pub async fn reconcile(pod: Arc<Pod>, ctx: &Ctx) -> Result<(), Error> {
+pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<(), Error> {
+    let ctx = &*ctx;
     let _timer = ctx.telemetry.reconcile_started(&pod);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
     let mut current = (*pod).clone();

@@ -38,19 +38,9 @@ pub async fn run(
         if store.wait_until_ready().await.is_err() {
             return;
         }
-        let telemetry = ctx.telemetry.clone();
-        let reconcile = move |pod| {
-            let ctx = ctx.clone();
-            async move { reconcile(pod, &ctx).await }
-        };
-        pod_workers::run(
-            queue.clone(),
-            store.clone(),
-            telemetry,
-            concurrency,
-            reconcile,
-        )
-        .await
+        let (queue, store, telemetry) = (queue.clone(), store.clone(), ctx.telemetry.clone());
+        let reconcile = move |pod| reconcile(pod, ctx.clone());
+        pod_workers::run(queue, store, telemetry, concurrency, reconcile).await
     };
     // the feed ends only with the pod watch; the workers once the queue is closed
     tokio::select! {
