@@ -68,13 +68,6 @@ head = ("%s Load average %.2f %.2f %.2f before, %.2f %.2f %.2f after; %d round(s
 open(md, "w").write(head + open(table).read())
 PY
 if $UPDATE; then
-  python3 - "$OUT/image-volume.md" BENCHMARKS.md <<'PY'
-import sys
-md, doc = sys.argv[1:3]
-text = open(doc).read()
-start, end = "<!-- image-volume:start -->\n", "<!-- image-volume:end -->"
-i, j = text.index(start) + len(start), text.index(end)
-open(doc, "w").write(text[:i] + open(md).read() + text[j:])
-PY
+  python3 bench/lib/section.py image-volume "$OUT/image-volume.md" BENCHMARKS.md
   log "BENCHMARKS.md updated"
 fi

@@ -7,6 +7,7 @@ Usage: report.py RESULTS BENCHMARKS.md PLOT.png [--md FILE] [--no-update]
 import json, os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))  # (bench/lib)
+import section  # noqa: E402  (bench/lib/section.py)
 import stamp  # noqa: E402  (bench/lib/stamp.py)
 
 args = sys.argv[1:]
@@ -20,11 +21,6 @@ if "--md" in args:
 res_path, md_path, png_path = args[:3]
 r = json.load(open(res_path))
 md = open(md_path).read()
-
-def put_section(md, name, lines):
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    a, b = md.index(start) + len(start), md.index(end)
-    return md[:a] + "\n" + "\n".join(lines) + "\n" + md[b:]
 
 def f(x, nd=0):
     if x is None or x != x:
@@ -225,7 +221,7 @@ if md_out:
     print(f"wrote {md_out}")
 if update:
     for name, lines in sections:
-        md = put_section(md, name, lines)
+        md = section.put(md, name, "\n".join(lines))
     open(md_path, "w").write(md)
     if "reaction" in r:
         plot()

@@ -209,19 +209,7 @@ python3 bench/lib/stamp.py end "$WORK/stamp.json" "$JSON"
 # 5. BENCHMARKS.md: only the part between our markers (re-read now: others edit other
 #    sections of the file meanwhile).
 if [ "$WRITE" = 1 ]; then
-  python3 - "$ROOT/BENCHMARKS.md" "$MD" <<'EOF'
-import sys
-path, md = sys.argv[1], open(sys.argv[2]).read()
-start, end = "<!-- scale:start -->", "<!-- scale:end -->"
-doc = open(path).read()
-if start in doc and end in doc:
-    head, rest = doc.split(start, 1)
-    _, tail = rest.split(end, 1)
-    doc = head + start + "\n" + md.rstrip("\n") + "\n" + end + tail
-else:
-    doc = doc.rstrip("\n") + "\n\n## Controllers at scale\n\n" + start + "\n" + md.rstrip("\n") + "\n" + end + "\n"
-open(path, "w").write(doc)
-EOF
+  python3 bench/lib/section.py scale "$MD" "$ROOT/BENCHMARKS.md"
   log "BENCHMARKS.md updated (Controllers at scale)"
 fi
 log "results: $JSON, $MD"

@@ -18,6 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))  # (bench/lib)
+import section  # noqa: E402  (bench/lib/section.py)
 import stamp  # noqa: E402  (bench/lib/stamp.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -134,12 +135,7 @@ def main():
         f.write(md)
     print(md, end="")
     if update:
-        path = os.path.join(ROOT, "BENCHMARKS.md")
-        doc = open(path).read()
-        start, end = "<!-- ships:start -->\n", "<!-- ships:end -->"
-        i, j = doc.index(start) + len(start), doc.index(end)
-        with open(path, "w") as f:
-            f.write(doc[:i] + md + doc[j:])
+        section.write(os.path.join(ROOT, "BENCHMARKS.md"), "ships", md)
         print("bench/ships/run.py: BENCHMARKS.md updated (What ships)", file=sys.stderr)
 
 

@@ -32,6 +32,7 @@ import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+import section  # noqa: E402  (bench/lib/section.py)
 import stamp  # noqa: E402  (bench/lib/stamp.py)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -694,15 +695,7 @@ def markdown(res):
 def update(results, path):
     with open(results) as f:
         res = json.load(f)
-    with open(path) as f:
-        text = f.read()
-    start, end = "<!-- webhook:start -->", "<!-- webhook:end -->"
-    if start not in text or end not in text:
-        raise SystemExit(f"{path}: no {start} ... {end} markers")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    with open(path, "w") as f:
-        f.write(head + start + "\n" + markdown(res) + "\n" + end + tail)
+    section.write(path, "webhook", markdown(res))
 
 
 def main():
