@@ -111,8 +111,6 @@ stop_vendor() {
   fi
 }
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 # dead_webhook N DIR: sexton's webhook configuration (scenario 10's) calling a port of this
 # machine that nobody listens on, as when every replica is gone: the API server admits the
 # pods unchanged (failurePolicy Ignore). WEBHOOK_CONFIG set (deleted on any exit).

@@ -252,6 +252,10 @@ await_reaped() {
 # port_in_use PORT [HOST]: something accepts TCP connections on HOST (127.0.0.1):PORT.
 port_in_use() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
 
+# free_port: a TCP port of 127.0.0.1 that was free a moment ago (bound and released: good
+# enough for a test or a benchmark, which fails plainly in the rare case it was taken since).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 # ports_free WHAT PORT...: dies naming WHAT's first port (on 127.0.0.1) that is taken.
 ports_free() {
   local what=$1 p; shift

@@ -109,14 +109,14 @@ fi
 MEASURED="sexton built from \`$COMMIT\`"
 [ "$BIN" = "$WORK/kubectl-sexton" ] || MEASURED="sexton: the binary $BIN (harness of \`$COMMIT\`)"
 
-# 2. The anchor: OpenKruise's manager, built from its Go module (bench/scale/kruise/build.sh).
+# 2. The anchor: OpenKruise's manager, built from its Go module (bench/lib/kruise/build.sh).
 KRUISE_BIN="" KRUISE_NOTE=""
 if [ "$KRUISE" = 1 ]; then
-  if KRUISE_BIN="$(bench/scale/kruise/build.sh)"; then
+  if KRUISE_BIN="$(bench/lib/kruise/build.sh)"; then
     log "anchor: $KRUISE_BIN"
   else
     KRUISE_BIN=""
-    KRUISE_NOTE=" OpenKruise's manager could not be built (see bench/scale/kruise/build.sh's message): no anchor in this run."
+    KRUISE_NOTE=" OpenKruise's manager could not be built (see bench/lib/kruise/build.sh's message): no anchor in this run."
   fi
 fi
 
@@ -131,29 +131,8 @@ KUBECTL="$(scripts/testenv.sh kubectl-dir)/kubectl"
 API_PID="$(cut -d' ' -f1 "$SEXTON_TESTENV_STATE/kube-apiserver.pid")"
 
 "$BIN" crd | "$KUBECTL" apply --server-side -f - >/dev/null
-if [ -n "$KRUISE_BIN" ]; then
-  # kruise-manager as deployed: every CRD of its release (its controllers look for them,
-  # and wait ~16 s for each one missing; a field index needs ImagePullJob's), its
-  # namespace, and its two webhook configurations, empty: its webhook controller needs
-  # them to exist (it fills in their CA), while no webhook of kruise intercepts the
-  # benchmark's pods.
-  src="$(go env GOMODCACHE)/github.com/openkruise/kruise@v1.8.2"
-  "$KUBECTL" apply --server-side -f "$src/config/crd/bases/" >/dev/null
-  "$KUBECTL" create namespace kruise-system --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
-  "$KUBECTL" apply -f - >/dev/null <<'EOF'
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata:
-  name: kruise-mutating-webhook-configuration
-webhooks: []
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: kruise-validating-webhook-configuration
-webhooks: []
-EOF
-fi
+# kruise-manager as deployed, its webhooks left out (bench/lib/kruise.sh says what and why)
+[ -z "$KRUISE_BIN" ] || KUBECTL="$KUBECTL" bench/lib/kruise.sh install
 
 # sexton's webhook configuration as the chart installs it (sexton-webhook), for every
 # namespace but the control plane's and kruise's, calling a port nobody listens on (pods are
@@ -182,7 +161,7 @@ EOF
 # 4. The measurements.
 NOTE="$MEASURED. sexton's webhook configuration serves the benchmark's namespaces (calling a port nobody listens on), so the safety net decides on every pod. Test API server: scripts/testenv.sh (kube-apiserver $K8S_VERSION, etcd, kube-controller-manager), with the kube-apiserver's default \`--max-requests-inflight 400\` and \`--max-mutating-requests-inflight 200\` (neither set) and API Priority and Fairness off (testenv's \`--enable-priority-and-fairness=false\`); no client-side rate limit in sexton (kube-rs has none) nor in the harness.$KRUISE_NOTE"
 KRUISE_ARGS=()
-[ -n "$KRUISE_BIN" ] && KRUISE_ARGS=(--kruise "$KRUISE_BIN" --kruise-version v1.8.2)
+[ -n "$KRUISE_BIN" ] && KRUISE_ARGS=(--kruise "$KRUISE_BIN" --kruise-version "$(bench/lib/kruise.sh version)" --kruise-launcher "$ROOT/bench/lib/kruise.sh")
 log "measuring (log lines of the controllers in $WORK)"
 python3 bench/lib/stamp.py begin >"$WORK/stamp.json"
 "$HARNESS" cluster --kubeconfig "$KUBECONFIG_FILE" --sexton "$BIN" "${KRUISE_ARGS[@]}" \

@@ -48,6 +48,10 @@ pub struct Opts {
     /// Its version, for the report
     #[arg(long, default_value = "")]
     pub kruise_version: String,
+    /// What starts it: bench/lib/kruise.sh (`run BIN CERT_DIR FLAG...` execs the manager with
+    /// the flags and environment it needs)
+    #[arg(long, default_value = "bench/lib/kruise.sh")]
+    pub kruise_launcher: PathBuf,
     #[arg(long, default_value = "sexton-quick-exit:bench")]
     pub quick_exit_image: String,
     #[arg(long, value_delimiter = ',', default_values_t = vec![1000, 10000])]
@@ -196,7 +200,8 @@ fn contenders(o: &Opts) -> Result<Vec<Contender>> {
                     continue;
                 };
                 let qps = (c == "kruise").then_some((o.kruise_qps, o.kruise_qps));
-                (Kind::Kruise { qps }, bin)
+                let launcher = o.kruise_launcher.clone();
+                (Kind::Kruise { qps, launcher }, bin)
             }
             other => return Err(format!("unknown contender {other:?}").into()),
         };

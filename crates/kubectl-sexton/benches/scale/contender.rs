@@ -1,6 +1,7 @@
 //! The controllers measured, each a real process: sexton's `kubectl-sexton controller`, and
-//! OpenKruise's manager (kruise-manager, built from its Go module by bench/scale/kruise/build.sh)
-//! with only its SidecarTerminator enabled among the pod controllers that need no CRD.
+//! OpenKruise's manager (kruise-manager, built from its Go module by bench/lib/kruise/build.sh,
+//! started by bench/lib/kruise.sh, which bench/completion/run.sh shares) with only its
+//! SidecarTerminator enabled among the pod controllers that need no CRD.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,8 +19,13 @@ pub enum Kind {
         controllers: Option<String>,
         concurrency: Option<u16>,
     },
-    /// kruise-manager; `qps`: its `--rest-config-qps`/`--rest-config-burst` (None: its defaults, 30/50)
-    Kruise { qps: Option<(u32, u32)> },
+    /// kruise-manager; `qps`: its `--rest-config-qps`/`--rest-config-burst` (None: its defaults,
+    /// 30/50); `launcher`: bench/lib/kruise.sh, whose `run` adds the flags and environment
+    /// the manager needs and then becomes the manager (exec: the PID measured is its)
+    Kruise {
+        qps: Option<(u32, u32)>,
+        launcher: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -56,8 +62,9 @@ impl Contender {
                     .map(|c| format!(" --concurrency {c}"))
                     .unwrap_or_default()
             ),
-            Kind::Kruise { qps } => format!(
-                "kruise-manager --feature-gates=SidecarTerminator=true --enable-leader-election=false{}",
+            Kind::Kruise { qps, launcher } => format!(
+                "kruise-manager as `{} run` starts it (SidecarTerminator on, no leader election){}",
+                launcher.display(),
                 qps.map(|(q, b)| format!(" --rest-config-qps={q} --rest-config-burst={b}"))
                     .unwrap_or_default()
             ),
@@ -71,7 +78,20 @@ impl Contender {
         let log = work.join(format!("{}.log", self.label));
         let out =
             std::fs::File::create(&log).map_err(ctx(format!("creating {}", log.display())))?;
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = match &self.kind {
+            Kind::Sexton { .. } => Command::new(&self.bin),
+            Kind::Kruise { launcher, .. } => {
+                let certs = work.join(format!("{}-certs", self.label));
+                let mut c = Command::new(launcher);
+                // (the webhook's port given: the launcher's own pick costs a Python start,
+                // which the start-to-ready time would include)
+                c.arg("run")
+                    .arg(&self.bin)
+                    .arg(certs)
+                    .env("WEBHOOK_PORT", free_port().to_string());
+                c
+            }
+        };
         cmd.env("KUBECONFIG", kubeconfig)
             .stdin(Stdio::null())
             .stdout(out.try_clone().map_err(ctx("log file"))?)
@@ -93,21 +113,11 @@ impl Contender {
                     cmd.args(["--concurrency", &c.to_string()]);
                 }
             }
-            Kind::Kruise { qps } => {
-                let certs = work.join(format!("{}-certs", self.label));
-                std::fs::create_dir_all(&certs).map_err(ctx("kruise's cert directory"))?;
-                cmd.arg("--kubeconfig")
-                    .arg(kubeconfig)
-                    .args([
-                        "--enable-leader-election=false",
-                        "--enable-pprof=false",
-                        "--feature-gates=SidecarTerminator=true",
-                        &format!("--metrics-addr={metrics}"),
-                        &format!("--health-probe-addr={health}"),
-                    ])
-                    .env("POD_NAMESPACE", "kruise-system")
-                    .env("WEBHOOK_PORT", free_port().to_string())
-                    .env("WEBHOOK_CERT_DIR", &certs);
+            Kind::Kruise { qps, .. } => {
+                cmd.args([
+                    format!("--metrics-addr={metrics}"),
+                    format!("--health-probe-addr={health}"),
+                ]);
                 if let Some((q, b)) = qps {
                     cmd.arg(format!("--rest-config-qps={q}"))
                         .arg(format!("--rest-config-burst={b}"));

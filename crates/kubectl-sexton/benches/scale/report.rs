@@ -44,8 +44,10 @@ fn title(r: &Report, c: &ContenderResult) -> String {
                 .map(|c| format!(" `--controllers {c}`"))
                 .unwrap_or_default()
         ),
-        Kind::Kruise { qps: Some((q, _)) } => format!("OpenKruise{v}, client QPS {q}"),
-        Kind::Kruise { qps: None } => format!("OpenKruise{v}, default client QPS 30"),
+        Kind::Kruise {
+            qps: Some((q, _)), ..
+        } => format!("OpenKruise{v}, client QPS {q}"),
+        Kind::Kruise { qps: None, .. } => format!("OpenKruise{v}, default client QPS 30"),
     }
 }
 

@@ -1,4 +1,4 @@
-// The main module that builds OpenKruise's manager for bench/scale/run.sh (see build.sh):
+// The main module that builds OpenKruise's manager for the benchmarks (see build.sh):
 // kruise at the release measured, and kruise's own replace block, copied from its go.mod
 // (a dependency's replace directives are ignored).
 module sexton.dev/bench/kruise

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds OpenKruise's manager (kruise-manager, the process that runs its SidecarTerminator)
-# from its Go module, for the anchor of bench/scale/run.sh. Prints the binary's path.
+# from its Go module, for the anchor of bench/scale/run.sh and strategy g of
+# bench/completion/run.sh (bench/lib/kruise.sh installs what it needs and starts it). Prints
+# the binary's path.
 #
 # kruise's go.mod has `replace` directives (every k8s.io staging module pinned), which
 # `go install module@version` refuses, and which apply only in the main module. So the
@@ -16,13 +18,13 @@
 # $SEXTON_BENCH_CACHE/kruise/kruise-manager-v1.8.2, the build log beside it.
 set -euo pipefail
 
-VERSION=v1.8.2   # the replace block in go.mod is this release's
 HERE="$(cd "$(dirname "$0")" && pwd)"
+VERSION="$("$HERE/../kruise.sh" version)"   # go.mod's: its replace block is this release's
 OUT="${SEXTON_BENCH_CACHE:-$HOME/.cache/sexton-bench}/kruise"
 BIN="$OUT/kruise-manager-$VERSION"
 LOG="$OUT/build-$VERSION.log"
 
-# bench/scale/run.sh applies the release's CRDs from the module cache: a binary built before a
+# bench/lib/kruise.sh applies the release's CRDs from the module cache: a binary built before a
 # cache was emptied (~/go removed) found none, and the benchmark failed. The module comes
 # back with a download of seconds, not a build; if it cannot, there is no anchor.
 crds() { [ -d "$(go env GOMODCACHE)/github.com/openkruise/kruise@$VERSION/config/crd/bases" ]; }
