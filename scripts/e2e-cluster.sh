@@ -19,8 +19,9 @@
 #                                  is removed first); prints `export KUBECONFIG=...`
 #   scripts/e2e-cluster.sh env     print `export KUBECONFIG=...` (eval "$(scripts/e2e-cluster.sh env)")
 #   scripts/e2e-cluster.sh status  say whether the node is up (exit 1 if not)
-#   scripts/e2e-cluster.sh down    stop what up started, check that no containerd shim is
-#                                  left, remove the state (the test control plane stays)
+#   scripts/e2e-cluster.sh down    stop what up started (and a kruise-manager that a killed
+#                                  bench/completion/run.sh left), check that no containerd
+#                                  shim is left, remove the state (the test control plane stays)
 #   scripts/e2e-cluster.sh ctr ARGS...  the node's ctr, on its containerd (ctr --address ...)
 #
 # Settings (environment): SEXTON_E2E_STATE (default /tmp/sexton-e2e); those of
@@ -440,6 +441,9 @@ remove_stale_state() {
 }
 
 down() {
+  # (a kruise-manager that bench/completion/run.sh started on this node's API server and did
+  # not stop: that run was killed before its exit trap ran)
+  stop -t 15 kruise-manager
   remove_pods
   stop -t 10 kube-scheduler kubelet
   kill_tasks

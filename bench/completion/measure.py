@@ -8,16 +8,23 @@ pod's phase Succeeded (or Failed), as a watch of the API server sees it, on the 
       strategies are run interleaved (S1 S2 ... S1 S2 ...), one Job at a time. With the
       strategy `controller` or `safety-net` in the list, `kubectl-sexton controller` (the
       SidecarTerminator, and the safety net reading --webhook-configuration) runs in the
-      background for the whole run, scoped to NS.
+      background for the whole run, scoped to NS. The strategy `kruise` runs its Jobs in
+      --kruise-namespace instead, the one namespace OpenKruise's manager (started by
+      run.sh) watches, so that each controller sees only its own strategy's pods.
   measure.py native-wrap WRAP.json
       prints strategy e: the `inject --strategy wrap` output with the sidecar moved to the
       init containers (after sexton-install) with restartPolicy Always; still wrapped.
+  measure.py kruise CONTROLLER.json IMAGE
+      prints strategy g: strategy d's Job with the sidecar also naming IMAGE in
+      KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE, which OpenKruise needs to swap.
 
 Start of a run: main's own clock reading, taken by its last command (`busybox ts '%.s'`,
 gettimeofday, microseconds) and put into its termination message; the pod status carries it.
 (The pod status's `finishedAt` has whole seconds only; it is kept as a cross-check.)
 End: `time.time_ns()` when the line of `kubectl get pods -w` that first shows the phase
-Succeeded or Failed is read. Both clocks are this machine's CLOCK_REALTIME.
+Succeeded or Failed is read. Both clocks are this machine's CLOCK_REALTIME. The same watch
+also shows the sidecar's image in spec.containers: where a controller swaps it (d, f, g),
+the time it first shows another image is the swap as the API server's watch delivers it.
 """
 import argparse, json, os, platform, selectors, statistics, subprocess, sys, threading, time
 from datetime import datetime, timezone
@@ -31,7 +38,9 @@ LABELS = {
     "controller": "controller image swap (SidecarTerminator)",
     "native-wrap": "native sidecar, also sexton-wrapped",
     "safety-net": "safety net: the swap, the webhook not answering",
+    "kruise": "OpenKruise's SidecarTerminator (its swap, virtual-kubelet node)",
 }
+KRUISE_IMAGE_ENV = "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE"
 
 
 def die(msg):
@@ -115,6 +124,12 @@ class Controller:
         self.log.close()
 
 
+def sidecar_image(job):
+    """The sidecar's image in spec.containers (None where it is not there: a native sidecar)."""
+    return next((c["image"] for c in job["spec"]["template"]["spec"]["containers"]
+                 if c["name"] == SIDECAR), None)
+
+
 def set_work(job, seconds):
     """Main's `sleep 2;` becomes `sleep SECONDS;` (exactly one occurrence, wrapped or not)."""
     spec = job["spec"]["template"]["spec"]
@@ -164,12 +179,14 @@ def run_one(ns, strategy, manifest, rnd, timeout, work):
     t_watch = time.time_ns()
     w = subprocess.Popen(
         ["kubectl", "-n", ns, "get", "pods", "-l", "job-name=" + name, "-w",
-         "-o", "jsonpath={.metadata.name} {.status.phase}{\"\\n\"}"],
+         "-o", "jsonpath={.metadata.name} {.status.phase} "
+               "{.spec.containers[?(@.name==\"%s\")].image}{\"\\n\"}" % SIDECAR],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     sel = selectors.DefaultSelector()
     sel.register(w.stdout, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
-    buf, timeline, t_end, phase = b"", [], None, None
+    image = sidecar_image(job)
+    buf, timeline, t_end, phase, t_swap = b"", [], None, None, None
     try:
         while t_end is None:
             left = deadline - time.monotonic()
@@ -188,6 +205,8 @@ def run_one(ns, strategy, manifest, rnd, timeout, work):
                 p = parts[1] if len(parts) > 1 else ""
                 if not timeline or timeline[-1][1] != p:
                     timeline.append((now, p))
+                if t_swap is None and image and len(parts) > 2 and parts[2] != image:
+                    t_swap = now
                 if p in ("Succeeded", "Failed"):
                     t_end, phase = now, p
     finally:
@@ -219,10 +238,11 @@ def run_one(ns, strategy, manifest, rnd, timeout, work):
     side = cs.get(SIDECAR, {})
     side_term = side.get("state", {}).get("terminated") or {}
     secs = (t_end - t_main) / 1e9
+    swap = None if t_swap is None else round((t_swap - t_main) / 1e9, 6)
     busy = (b1[0] - b0[0]) / max(1, b1[1] - b0[1]) * (os.cpu_count() or 1)
     return {
         "strategy": strategy, "round": rnd, "job": name, "pod": pod["metadata"]["name"], "main_sleep_s": work,
-        "seconds": round(secs, 6),
+        "seconds": round(secs, 6), "swap_seen_s": swap, "swap_seen_ns": t_swap,
         "main_stamp_ns": t_main, "main_finished_at": term["finishedAt"], "main_exit_code": term.get("exitCode"),
         "phase_seen_ns": t_end, "phase": phase, "watch_started_ns": t_watch,
         "sidecar_restart_count": side.get("restartCount"),
@@ -236,21 +256,33 @@ def summary(runs, strategies):
     out = {}
     for s in strategies:
         v = [r["seconds"] for r in runs if r["strategy"] == s]
+        swaps = [r["swap_seen_s"] for r in runs if r["strategy"] == s and r["swap_seen_s"] is not None]
         out[s] = {"label": LABELS.get(s, s), "median": statistics.median(v), "min": min(v), "max": max(v),
-                  "values": v,
+                  "values": v, "swap_seen_values": swaps,
+                  "swap_seen_median": statistics.median(swaps) if swaps else None,
                   "sidecar_restart_counts": [r["sidecar_restart_count"] for r in runs if r["strategy"] == s],
                   "phases": [r["phase"] for r in runs if r["strategy"] == s]}
     return out
 
 
 def table(summ, strategies):
-    rows = ["| strategy | median (s) | min (s) | max (s) | all runs, in order (s) | sidecar restarts |",
-            "|---|---:|---:|---:|---|---|"]
+    """The table; with a column for the swap where a strategy's sidecar image was swapped."""
+    swapped = any(summ[s]["swap_seen_values"] for s in strategies)
+    head = "| strategy | median (s) | min (s) | max (s) | all runs, in order (s) | sidecar restarts |"
+    rule = "|---|---:|---:|---:|---|---|"
+    if swapped:
+        head += " swap seen after main's exit, median (min–max) (s) |"
+        rule += "---|"
+    rows = [head, rule]
     for s in strategies:
         x = summ[s]
-        rows.append("| %s | %.2f | %.2f | %.2f | %s | %s |" % (
+        row = "| %s | %.2f | %.2f | %.2f | %s | %s |" % (
             x["label"], x["median"], x["min"], x["max"], ", ".join("%.2f" % v for v in x["values"]),
-            ", ".join(str(c) for c in x["sidecar_restart_counts"])))
+            ", ".join(str(c) for c in x["sidecar_restart_counts"]))
+        if swapped:
+            w = x["swap_seen_values"]
+            row += " %.2f (%.2f–%.2f) |" % (x["swap_seen_median"], min(w), max(w)) if w else " – |"
+        rows.append(row)
     return "\n".join(rows) + "\n"
 
 
@@ -271,6 +303,9 @@ def cmd_run(a):
             die("the strategies controller and safety-net need --kubectl-sexton")
         net = a.webhook_configuration if "safety-net" in strategies else None
         controller = Controller(a.kubectl_sexton, a.namespace, a.out + ".controller.log", a.timeout, net)
+    if "kruise" in strategies and not a.kruise_namespace:
+        die("the strategy kruise needs --kruise-namespace (the namespace its manager watches)")
+    ns_of = {s: a.kruise_namespace if s == "kruise" else a.namespace for s in strategies}
     runs = []
     try:
         for rnd in range(1, a.runs + 1):
@@ -281,9 +316,10 @@ def cmd_run(a):
             # of every strategy are spread evenly over the second.
             work = round(2 + (rnd - 1) / a.runs, 3) if a.spread else 2.0
             for s in strategies:
-                r = run_one(a.namespace, s, manifests[s], rnd, a.timeout, work)
-                print("%-12s round %d: %.3f s  (%s; sidecar restarts %s, exit %s; machine busy %.2f cores)" % (
-                    s, rnd, r["seconds"], r["phase"], r["sidecar_restart_count"], r["sidecar_exit_code"],
+                r = run_one(ns_of[s], s, manifests[s], rnd, a.timeout, work)
+                swap = "" if r["swap_seen_s"] is None else "swap seen at %.3f s; " % r["swap_seen_s"]
+                print("%-12s round %d: %.3f s  (%s; %ssidecar restarts %s, exit %s; machine busy %.2f cores)" % (
+                    s, rnd, r["seconds"], r["phase"], swap, r["sidecar_restart_count"], r["sidecar_exit_code"],
                     r["machine_busy_cores"]), file=sys.stderr, flush=True)
                 runs.append(r)
     finally:
@@ -297,7 +333,8 @@ def cmd_run(a):
                 break
     summ = summary(runs, strategies)
     result = {
-        "started": started, "namespace": a.namespace, "runs_per_strategy": a.runs, "order": strategies,
+        "started": started, "namespace": a.namespace, "kruise_namespace": a.kruise_namespace,
+        "runs_per_strategy": a.runs, "order": strategies,
         "spread": a.spread,
         "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
                     "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
@@ -332,6 +369,17 @@ def cmd_native_wrap(a):
     print()
 
 
+def cmd_kruise(a):
+    with open(a.controller) as f:
+        job = json.load(f)
+    side = [c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == SIDECAR]
+    if len(side) != 1 or not any(e["name"] == "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT" for e in side[0].get("env", [])):
+        die("%s is not strategy d's Job: no container %r with OpenKruise's marker" % (a.controller, SIDECAR))
+    side[0]["env"].append({"name": KRUISE_IMAGE_ENV, "value": a.image})
+    json.dump(job, sys.stdout, indent=1)
+    print()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -345,13 +393,18 @@ def main():
     r.add_argument("--kubectl-sexton")
     r.add_argument("--webhook-configuration",
                    help="strategy safety-net: the MutatingWebhookConfiguration the net reads")
+    r.add_argument("--kruise-namespace",
+                   help="strategy kruise: the namespace of its Jobs, the one its manager watches")
     r.add_argument("--timeout", type=int, default=120)
     r.add_argument("--no-spread", dest="spread", action="store_false",
                    help="main works exactly 2 s in every round (no spread over the relist period)")
     n = sub.add_parser("native-wrap")
     n.add_argument("wrap")
+    k = sub.add_parser("kruise")
+    k.add_argument("controller")
+    k.add_argument("image")
     a = p.parse_args()
-    {"run": cmd_run, "native-wrap": cmd_native_wrap}[a.cmd](a)
+    {"run": cmd_run, "native-wrap": cmd_native_wrap, "kruise": cmd_kruise}[a.cmd](a)
 
 
 if __name__ == "__main__":

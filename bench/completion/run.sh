@@ -8,7 +8,8 @@
 #   bench/completion/run.sh --runs N     N runs per strategy
 #   bench/completion/run.sh --quick      2 runs per strategy, BENCHMARKS.md left alone; without
 #                                    kubexit when bench/lib/kubexit.sh cannot get it
-#   bench/completion/run.sh --strategies wrap,native,...   these strategies only
+#   bench/completion/run.sh --strategies wrap,native,...   these strategies only (kruise, g
+#                                    below, only when named here: it builds OpenKruise)
 #   bench/completion/run.sh --no-update  BENCHMARKS.md left alone
 #   bench/completion/run.sh --no-spread  main works exactly 2 s in every round (see measure.py)
 # Strategies, one Job per run, run in turn (a b c d e a b c d e ...), the workload of
@@ -27,6 +28,18 @@
 #                   port nobody listens on (as when no replica runs): admitted unchanged, and
 #                   the controller's safety net (beside the SidecarTerminator, one process)
 #                   swaps its image when main is done
+#   kruise       g. d's Job with the sidecar also naming the quick-exit image in
+#                   KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE (measure.py kruise), its
+#                   Jobs in a namespace of their own; OpenKruise's manager
+#                   (bench/lib/kruise/build.sh: ~7 min of Go cold; skipped with a log line
+#                   where it cannot be had and --quick or SEXTON_BENCH_PEERS=if-built) runs on
+#                   this machine as bench/lib/kruise.sh starts it, its cache restricted to that
+#                   namespace (--namespace; sexton's controller watches only d's and f's), and
+#                   the node labelled type=virtual-kubelet while the benchmark runs: kruise
+#                   swaps images in place only there (elsewhere it asks kruise-daemon, which
+#                   the node does not run, to kill the container). Everything of kruise (the
+#                   manager, its CRDs, namespace and webhook configurations, the label) is
+#                   removed on exit; a manager left by a killed run, by e2e-cluster.sh down.
 # Raw results: target/bench/completion.json, the table in target/bench/completion.md, both
 # stamped (bench/lib/stamp.py). Needs root (the node), python3, Go (kubexit).
 set -euo pipefail
@@ -46,6 +59,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+without() { tr , '\n' <<<"$STRATEGIES" | grep -vx "$1" | paste -sd,; }
 OUT=target/bench
 GEN=$OUT/completion
 mkdir -p "$GEN"
@@ -62,8 +76,16 @@ export KUBECONFIG
 # only: scripts/e2e-cluster.sh does not build it.
 if [[ ",$STRATEGIES," == *,kubexit,* ]] && ! bench/lib/kubexit.sh image "$GEN"; then
   $QUICK || die "no kubexit (above); --strategies without it measures the others"
-  STRATEGIES="$(tr , '\n' <<<"$STRATEGIES" | grep -vx kubexit | paste -sd,)"
+  STRATEGIES="$(without kubexit)"
   log "no kubexit: the quick form measures $STRATEGIES"
+fi
+# kruise-manager (strategy g): built once, cached (~7 min of Go when cold).
+KRUISE_BIN=""
+if [[ ",$STRATEGIES," == *,kruise,* ]] && ! KRUISE_BIN="$(bench/lib/kruise/build.sh)"; then
+  $QUICK || [ "${SEXTON_BENCH_PEERS:-build}" = if-built ] \
+    || die "no kruise-manager (above); --strategies without kruise measures the others"
+  STRATEGIES="$(without kruise)"
+  log "no kruise-manager (above): strategy g (kruise) skipped; measuring $STRATEGIES"
 fi
 
 # The Jobs, as JSON (inject answers JSON to JSON; the helper edits the names).
@@ -75,13 +97,27 @@ python3 bench/completion/measure.py native-wrap "$GEN/wrap.json" >"$GEN/native-w
 yaml2json bench/completion/job-kubexit.yaml >"$GEN/kubexit.json"
 yaml2json bench/completion/job-controller.yaml >"$GEN/controller.json"
 yaml2json bench/completion/job-safety-net.yaml >"$GEN/safety-net.json"
+python3 bench/completion/measure.py kruise "$GEN/controller.json" sexton-quick-exit:e2e >"$GEN/kruise.json"
 
+# What the run sets up is undone on exit, last first (`undo COMMAND...` pushes one step).
+UNDO=()
+undo() { UNDO+=("$(printf '%q ' "$@")"); }
+undo_all() {
+  local i
+  for ((i = ${#UNDO[@]} - 1; i >= 0; i--)); do eval "${UNDO[i]}" >/dev/null 2>&1 || true; done
+}
+trap undo_all EXIT
+
+# namespace NAME: created, labelled sexton-e2e (removed by e2e-cluster.sh down too), with the
+# default ServiceAccount that the pods need to be admitted.
+namespace() {
+  kubectl create namespace "$1" >/dev/null
+  undo kubectl delete namespace "$1" --wait=false
+  kubectl label namespace "$1" sexton-e2e=true >/dev/null
+  kubectl -n "$1" wait --for=create serviceaccount/default --timeout=30s >/dev/null
+}
 NS="bench-completion-$$"
-kubectl create namespace "$NS" >/dev/null
-kubectl label namespace "$NS" sexton-e2e=true >/dev/null   # removed by e2e-cluster.sh down too
-trap 'kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
-# the namespace's default ServiceAccount, which the pods need to be admitted
-kubectl -n "$NS" wait --for=create serviceaccount/default --timeout=30s >/dev/null
+namespace "$NS"
 # Strategy f: sexton's webhook configuration (e2e's, which selects only namespaces labelled
 # sexton-e2e=true) calling a port nobody listens on; the namespace labelled for it. The other
 # strategies' pods reach it too and are admitted unchanged at once (connection refused).
@@ -89,18 +125,46 @@ NET=()
 if [[ ",$STRATEGIES," == *,safety-net,* ]]; then
   WEBHOOK_CONFIG="$NS-webhook"
   mkdir -p "$GEN/dead-webhook"; ca_create "$GEN/dead-webhook" bench-dead-webhook-ca
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   sed -e "s/NAME/$WEBHOOK_CONFIG/" -e "s/PORT/$port/g" -e "s/CA_BUNDLE/$(base64 -w0 "$GEN/dead-webhook/ca.crt")/g" \
     e2e/manifests/webhook-configuration.yaml | kubectl apply -f - >/dev/null
-  trap 'kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; kubectl delete mutatingwebhookconfiguration "$WEBHOOK_CONFIG" --ignore-not-found >/dev/null 2>&1 || true' EXIT
+  undo kubectl delete mutatingwebhookconfiguration "$WEBHOOK_CONFIG" --ignore-not-found
   kubectl label namespace "$NS" sexton.dev/inject=enabled >/dev/null
   NET=(--webhook-configuration "$WEBHOOK_CONFIG")
+fi
+
+# Strategy g: OpenKruise's manager on this machine, watching only the namespace of g's Jobs,
+# and the node labelled as a virtual-kubelet node, the only kind where it swaps an image.
+KRUISE=()
+if [ -n "$KRUISE_BIN" ]; then
+  NSK="$NS-kruise"
+  namespace "$NSK"
+  node=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
+  had=$(kubectl get node "$node" -o jsonpath='{.metadata.labels.type}')
+  [ -z "$had" ] || [ "$had" = virtual-kubelet ] \
+    || die "the node $node is labelled type=$had; strategy kruise needs type=virtual-kubelet there"
+  kubectl label node "$node" type=virtual-kubelet --overwrite >/dev/null
+  undo kubectl label node "$node" type-
+  undo bench/lib/kruise.sh uninstall
+  bench/lib/kruise.sh install
+  spawn kruise-manager bench/lib/kruise.sh run "$KRUISE_BIN" "$GEN/kruise-certs" --namespace="$NSK" \
+    --metrics-addr=127.0.0.1:0 --health-probe-addr=127.0.0.1:0
+  undo cp "$LIB_STATE/kruise-manager.log" "$GEN/kruise-manager.log"
+  undo stop -t 15 kruise-manager
+  # ready once its SidecarTerminator's pod informer has synced (as bench/scale's harness reads it)
+  kruise_started() { ! alive kruise-manager || grep 'Starting workers' "$LIB_STATE/kruise-manager.log" | grep -q sidecarterminator; }
+  if ! wait_until 180 kruise_started || ! alive kruise-manager; then
+    die "kruise-manager did not start its SidecarTerminator within 180 s; its log: $LIB_STATE/kruise-manager.log"
+  fi
+  log "kruise-manager $(bench/lib/kruise.sh version) ready, watching $NSK; node $node labelled type=virtual-kubelet"
+  KRUISE=(--kruise-namespace "$NSK")
 fi
 
 log "$RUNS runs per strategy ($STRATEGIES), interleaved; namespace $NS"
 python3 bench/lib/stamp.py begin >"$GEN/stamp.json"
 python3 bench/completion/measure.py run --namespace "$NS" --manifests "$GEN" --strategies "$STRATEGIES" \
-  --runs "$RUNS" --out "$OUT/completion.json" --table "$GEN/table.md" --kubectl-sexton "$CTL" "${NET[@]}" "${EXTRA[@]}"
+  --runs "$RUNS" --out "$OUT/completion.json" --table "$GEN/table.md" --kubectl-sexton "$CTL" "${NET[@]}" \
+  "${KRUISE[@]}" "${EXTRA[@]}"
 
 python3 bench/lib/stamp.py end "$GEN/stamp.json" "$OUT/completion.json"
 python3 - "$GEN/table.md" "$OUT/completion.json" "$OUT/completion.md" <<'PY'
