@@ -9,8 +9,9 @@ pod's phase Succeeded (or Failed), as a watch of the API server sees it, on the 
       strategy `controller` or `safety-net` in the list, `kubectl-sexton controller` (the
       SidecarTerminator, and the safety net reading --webhook-configuration) runs in the
       background for the whole run, scoped to NS. The strategy `kruise` runs its Jobs in
-      --kruise-namespace instead, the one namespace OpenKruise's manager (started by
-      run.sh) watches, so that each controller sees only its own strategy's pods.
+      --kruise-namespace instead, out of that controller's sight; OpenKruise's manager
+      (started by run.sh) watches every namespace, and the pods' Events are checked at the
+      end: a pod swapped by another strategy's controller stops the run.
   measure.py native-wrap WRAP.json
       prints strategy e: the `inject --strategy wrap` output with the sidecar moved to the
       init containers (after sexton-install) with restartPolicy Always; still wrapped.
@@ -41,6 +42,10 @@ LABELS = {
     "kruise": "OpenKruise's SidecarTerminator (its swap, virtual-kubelet node)",
 }
 KRUISE_IMAGE_ENV = "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE"
+# Who swapped a pod's sidecar, by the Event each swapper records on the pod: OpenKruise's
+# SidecarTerminator, sexton's SidecarTerminator, sexton's safety net.
+SWAPPERS = {"SidecarTerminator": "kruise", "SidecarSwapped": "controller",
+            "SidecarsEndedBySafetyNet": "safety-net"}
 
 
 def die(msg):
@@ -241,7 +246,8 @@ def run_one(ns, strategy, manifest, rnd, timeout, work):
     swap = None if t_swap is None else round((t_swap - t_main) / 1e9, 6)
     busy = (b1[0] - b0[0]) / max(1, b1[1] - b0[1]) * (os.cpu_count() or 1)
     return {
-        "strategy": strategy, "round": rnd, "job": name, "pod": pod["metadata"]["name"], "main_sleep_s": work,
+        "strategy": strategy, "round": rnd, "job": name, "namespace": ns, "pod": pod["metadata"]["name"],
+        "main_sleep_s": work,
         "seconds": round(secs, 6), "swap_seen_s": swap, "swap_seen_ns": t_swap,
         "main_stamp_ns": t_main, "main_finished_at": term["finishedAt"], "main_exit_code": term.get("exitCode"),
         "phase_seen_ns": t_end, "phase": phase, "watch_started_ns": t_watch,
@@ -250,6 +256,38 @@ def run_one(ns, strategy, manifest, rnd, timeout, work):
         "timeline": [{"t_ns": t, "phase": p} for t, p in timeline],
         "machine_busy_cores": round(busy, 2), "loadavg_1m_at_start": load0,
     }
+
+
+def attribute_swaps(runs, namespaces):
+    """Sets each run's `swapped_by` from the pods' Events, and stops the run where a pod was
+    swapped by another strategy's controller than its own: OpenKruise's manager watches every
+    namespace (its --namespace flag panics in v1.8.2), and is kept off the other strategies'
+    pods only by its own rules (on a virtual-kubelet node it swaps only sidecars that name an
+    image), sexton's controller by its --namespace."""
+    by_pod = {}
+    for ns in namespaces:
+        for e in json.loads(kubectl("get", "events", "-o", "json", ns=ns))["items"]:
+            who = SWAPPERS.get(e.get("reason"))
+            if who and e.get("involvedObject", {}).get("kind") == "Pod":
+                by_pod.setdefault((ns, e["involvedObject"]["name"]), set()).add(who)
+    wrong = []
+    for r in runs:
+        r["swapped_by"] = sorted(by_pod.get((r["namespace"], r["pod"]), ()))
+        if set(r["swapped_by"]) - {r["strategy"]}:
+            wrong.append("%s (swapped by %s)" % (r["pod"], ", ".join(r["swapped_by"])))
+    if wrong:
+        die("pods swapped by another strategy's controller (the run says nothing): " + "; ".join(wrong))
+    # (and whether OpenKruise's manager, watching every namespace of a shared API server, acted
+    # on anyone else's pod while it ran: its Event is the same for a swap and for a
+    # ContainerRecreateRequest)
+    if "kruise" in {r["strategy"] for r in runs}:
+        other = sorted({"%s/%s" % (e["metadata"]["namespace"], e["involvedObject"]["name"])
+                        for e in json.loads(kubectl("get", "events", "-A", "--field-selector",
+                                                    "reason=SidecarTerminator", "-o", "json"))["items"]
+                        if e["metadata"]["namespace"] not in namespaces})
+        if other:
+            print("measure.py: warning: OpenKruise's SidecarTerminator also acted on pods outside "
+                  "this benchmark: " + ", ".join(other), file=sys.stderr)
 
 
 def summary(runs, strategies):
@@ -304,7 +342,7 @@ def cmd_run(a):
         net = a.webhook_configuration if "safety-net" in strategies else None
         controller = Controller(a.kubectl_sexton, a.namespace, a.out + ".controller.log", a.timeout, net)
     if "kruise" in strategies and not a.kruise_namespace:
-        die("the strategy kruise needs --kruise-namespace (the namespace its manager watches)")
+        die("the strategy kruise needs --kruise-namespace (a namespace sexton's controller does not watch)")
     ns_of = {s: a.kruise_namespace if s == "kruise" else a.namespace for s in strategies}
     runs = []
     try:
@@ -325,6 +363,7 @@ def cmd_run(a):
     finally:
         if controller:
             controller.stop()
+    attribute_swaps(runs, sorted(set(ns_of.values())))
     cpu = ""
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -394,7 +433,7 @@ def main():
     r.add_argument("--webhook-configuration",
                    help="strategy safety-net: the MutatingWebhookConfiguration the net reads")
     r.add_argument("--kruise-namespace",
-                   help="strategy kruise: the namespace of its Jobs, the one its manager watches")
+                   help="strategy kruise: the namespace of its Jobs (not --namespace, which sexton's controller watches)")
     r.add_argument("--timeout", type=int, default=120)
     r.add_argument("--no-spread", dest="spread", action="store_false",
                    help="main works exactly 2 s in every round (no spread over the relist period)")

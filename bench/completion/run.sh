@@ -29,17 +29,21 @@
 #                   the controller's safety net (beside the SidecarTerminator, one process)
 #                   swaps its image when main is done
 #   kruise       g. d's Job with the sidecar also naming the quick-exit image in
-#                   KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE (measure.py kruise), its
-#                   Jobs in a namespace of their own; OpenKruise's manager
+#                   KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE (measure.py kruise), in a
+#                   namespace of its own, which sexton's controller does not watch (its
+#                   --namespace is the others'); OpenKruise's manager
 #                   (bench/lib/kruise/build.sh: ~7 min of Go cold; skipped with a log line
 #                   where it cannot be had and --quick or SEXTON_BENCH_PEERS=if-built) runs on
-#                   this machine as bench/lib/kruise.sh starts it, its cache restricted to that
-#                   namespace (--namespace; sexton's controller watches only d's and f's), and
-#                   the node labelled type=virtual-kubelet while the benchmark runs: kruise
-#                   swaps images in place only there (elsewhere it asks kruise-daemon, which
-#                   the node does not run, to kill the container). Everything of kruise (the
-#                   manager, its CRDs, namespace and webhook configurations, the label) is
-#                   removed on exit; a manager left by a killed run, by e2e-cluster.sh down.
+#                   this machine as bench/lib/kruise.sh starts it, and the node is labelled
+#                   type=virtual-kubelet while the benchmark runs: kruise swaps images in place
+#                   only there (elsewhere it asks kruise-daemon, which the node does not run,
+#                   to kill the container). kruise watches every namespace (its --namespace
+#                   panics in v1.8.2, openkruise/kruise#1764); on that node it swaps only
+#                   sidecars that name an image, g's alone, and measure.py stops the run if a
+#                   pod's Events show a swap by another strategy's controller. Everything of
+#                   kruise (the manager, its CRDs, namespace and webhook configurations, the
+#                   label) is removed on exit; a manager left by a killed run, by
+#                   e2e-cluster.sh down.
 # Raw results: target/bench/completion.json, the table in target/bench/completion.md, both
 # stamped (bench/lib/stamp.py). Needs root (the node), python3, Go (kubexit).
 set -euo pipefail
@@ -133,8 +137,9 @@ if [[ ",$STRATEGIES," == *,safety-net,* ]]; then
   NET=(--webhook-configuration "$WEBHOOK_CONFIG")
 fi
 
-# Strategy g: OpenKruise's manager on this machine, watching only the namespace of g's Jobs,
-# and the node labelled as a virtual-kubelet node, the only kind where it swaps an image.
+# Strategy g: OpenKruise's manager on this machine, and the node labelled as a virtual-kubelet
+# node, the only kind where it swaps an image (see the header for what keeps it off the other
+# strategies' pods).
 KRUISE=()
 if [ -n "$KRUISE_BIN" ]; then
   NSK="$NS-kruise"
@@ -147,8 +152,8 @@ if [ -n "$KRUISE_BIN" ]; then
   undo kubectl label node "$node" type-
   undo bench/lib/kruise.sh uninstall
   bench/lib/kruise.sh install
-  spawn kruise-manager bench/lib/kruise.sh run "$KRUISE_BIN" "$GEN/kruise-certs" --namespace="$NSK" \
-    --metrics-addr=127.0.0.1:0 --health-probe-addr=127.0.0.1:0
+  spawn kruise-manager bench/lib/kruise.sh run "$KRUISE_BIN" "$GEN/kruise-certs" \
+    --metrics-addr=0 --health-probe-addr=0   # (neither read here: off)
   undo cp "$LIB_STATE/kruise-manager.log" "$GEN/kruise-manager.log"
   undo stop -t 15 kruise-manager
   # ready once its SidecarTerminator's pod informer has synced (as bench/scale's harness reads it)
@@ -156,7 +161,7 @@ if [ -n "$KRUISE_BIN" ]; then
   if ! wait_until 180 kruise_started || ! alive kruise-manager; then
     die "kruise-manager did not start its SidecarTerminator within 180 s; its log: $LIB_STATE/kruise-manager.log"
   fi
-  log "kruise-manager $(bench/lib/kruise.sh version) ready, watching $NSK; node $node labelled type=virtual-kubelet"
+  log "kruise-manager $(bench/lib/kruise.sh version) ready; g's Jobs in $NSK; node $node labelled type=virtual-kubelet"
   KRUISE=(--kruise-namespace "$NSK")
 fi
 

@@ -21,7 +21,10 @@
 #                                   feature gate), no leader election, no pprof, the webhook's
 #                                   certificates in CERT_DIR and its server on a free port of
 #                                   its own; FLAG... are added (--namespace, --metrics-addr,
-#                                   --health-probe-addr, --rest-config-qps, ...)
+#                                   --health-probe-addr, --rest-config-qps, ...; not
+#                                   --namespace: v1.8.2 panics with it, openkruise/kruise#1764,
+#                                   its Advanced DaemonSet's and StatefulSet's controllers
+#                                   assuming an all-namespaces cache)
 # kubectl is $KUBECTL if set, else the one on PATH.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -48,6 +51,8 @@ install_kruise() {
   local dir
   dir="$(crds)"
   "$KUBECTL" apply --server-side -f "$dir" >/dev/null
+  # (served before the manager starts: it looks each one up once, and retries for ~16 s)
+  "$KUBECTL" wait --for=condition=Established -f "$dir" --timeout=60s >/dev/null
   "$KUBECTL" create namespace kruise-system --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
   "$KUBECTL" apply -f - >/dev/null <<'EOF'
 apiVersion: admissionregistration.k8s.io/v1

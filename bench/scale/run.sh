@@ -161,7 +161,7 @@ EOF
 # 4. The measurements.
 NOTE="$MEASURED. sexton's webhook configuration serves the benchmark's namespaces (calling a port nobody listens on), so the safety net decides on every pod. Test API server: scripts/testenv.sh (kube-apiserver $K8S_VERSION, etcd, kube-controller-manager), with the kube-apiserver's default \`--max-requests-inflight 400\` and \`--max-mutating-requests-inflight 200\` (neither set) and API Priority and Fairness off (testenv's \`--enable-priority-and-fairness=false\`); no client-side rate limit in sexton (kube-rs has none) nor in the harness.$KRUISE_NOTE"
 KRUISE_ARGS=()
-[ -n "$KRUISE_BIN" ] && KRUISE_ARGS=(--kruise "$KRUISE_BIN" --kruise-version "$(bench/lib/kruise.sh version)" --kruise-launcher "$ROOT/bench/lib/kruise.sh")
+[ -n "$KRUISE_BIN" ] && KRUISE_ARGS=(--kruise "$KRUISE_BIN" --kruise-version "$(bench/lib/kruise.sh version)" --kruise-launcher bench/lib/kruise.sh)
 log "measuring (log lines of the controllers in $WORK)"
 python3 bench/lib/stamp.py begin >"$WORK/stamp.json"
 "$HARNESS" cluster --kubeconfig "$KUBECONFIG_FILE" --sexton "$BIN" "${KRUISE_ARGS[@]}" \
