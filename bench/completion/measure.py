@@ -25,7 +25,9 @@ gettimeofday, microseconds) and put into its termination message; the pod status
 End: `time.time_ns()` when the line of `kubectl get pods -w` that first shows the phase
 Succeeded or Failed is read. Both clocks are this machine's CLOCK_REALTIME. The same watch
 also shows the sidecar's image in spec.containers: where a controller swaps it (d, f, g),
-the time it first shows another image is the swap as the API server's watch delivers it.
+the time it first shows another image is the swap as the API server's watch delivers it;
+and main's exit code: from the event that first shows main terminated to the one that shows
+the swap is the swapper's reaction, seen through the same watch as the swapper's own.
 """
 import argparse, json, os, platform, selectors, statistics, subprocess, sys, threading, time
 from datetime import datetime, timezone
@@ -184,14 +186,16 @@ def run_one(ns, strategy, manifest, rnd, timeout, work):
     t_watch = time.time_ns()
     w = subprocess.Popen(
         ["kubectl", "-n", ns, "get", "pods", "-l", "job-name=" + name, "-w",
-         "-o", "jsonpath={.metadata.name} {.status.phase} "
-               "{.spec.containers[?(@.name==\"%s\")].image}{\"\\n\"}" % SIDECAR],
+         "-o", "jsonpath={.metadata.name}|{.status.phase}|"
+               "{.spec.containers[?(@.name==\"%s\")].image}|"
+               "{.status.containerStatuses[?(@.name==\"%s\")].state.terminated.exitCode}{\"\\n\"}"
+               % (SIDECAR, MAIN)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     sel = selectors.DefaultSelector()
     sel.register(w.stdout, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
     image = sidecar_image(job)
-    buf, timeline, t_end, phase, t_swap = b"", [], None, None, None
+    buf, timeline, t_end, phase, t_swap, t_main_seen = b"", [], None, None, None, None
     try:
         while t_end is None:
             left = deadline - time.monotonic()
@@ -206,11 +210,14 @@ def run_one(ns, strategy, manifest, rnd, timeout, work):
             buf += chunk
             while b"\n" in buf and t_end is None:
                 line, buf = buf.split(b"\n", 1)
-                parts = line.decode().split()
-                p = parts[1] if len(parts) > 1 else ""
+                # name|phase|the sidecar's image in spec.containers|main's exit code once terminated
+                parts = (line.decode().split("|") + [""] * 4)[:4]
+                p = parts[1]
                 if not timeline or timeline[-1][1] != p:
                     timeline.append((now, p))
-                if t_swap is None and image and len(parts) > 2 and parts[2] != image:
+                if t_main_seen is None and parts[3]:
+                    t_main_seen = now
+                if t_swap is None and image and parts[2] != image:
                     t_swap = now
                 if p in ("Succeeded", "Failed"):
                     t_end, phase = now, p
@@ -244,11 +251,14 @@ def run_one(ns, strategy, manifest, rnd, timeout, work):
     side_term = side.get("state", {}).get("terminated") or {}
     secs = (t_end - t_main) / 1e9
     swap = None if t_swap is None else round((t_swap - t_main) / 1e9, 6)
+    # the swapper's reaction as the watch sees it: main's exit shown, then the swap shown
+    reaction = None if t_swap is None or t_main_seen is None else round((t_swap - t_main_seen) / 1e9, 6)
     busy = (b1[0] - b0[0]) / max(1, b1[1] - b0[1]) * (os.cpu_count() or 1)
     return {
         "strategy": strategy, "round": rnd, "job": name, "namespace": ns, "pod": pod["metadata"]["name"],
         "main_sleep_s": work,
         "seconds": round(secs, 6), "swap_seen_s": swap, "swap_seen_ns": t_swap,
+        "main_exit_seen_ns": t_main_seen, "swap_after_exit_seen_s": reaction,
         "main_stamp_ns": t_main, "main_finished_at": term["finishedAt"], "main_exit_code": term.get("exitCode"),
         "phase_seen_ns": t_end, "phase": phase, "watch_started_ns": t_watch,
         "sidecar_restart_count": side.get("restartCount"),
@@ -295,9 +305,13 @@ def summary(runs, strategies):
     for s in strategies:
         v = [r["seconds"] for r in runs if r["strategy"] == s]
         swaps = [r["swap_seen_s"] for r in runs if r["strategy"] == s and r["swap_seen_s"] is not None]
+        react = [r["swap_after_exit_seen_s"] for r in runs
+                 if r["strategy"] == s and r["swap_after_exit_seen_s"] is not None]
         out[s] = {"label": LABELS.get(s, s), "median": statistics.median(v), "min": min(v), "max": max(v),
                   "values": v, "swap_seen_values": swaps,
                   "swap_seen_median": statistics.median(swaps) if swaps else None,
+                  "swap_after_exit_seen_values": react,
+                  "swap_after_exit_seen_median": statistics.median(react) if react else None,
                   "sidecar_restart_counts": [r["sidecar_restart_count"] for r in runs if r["strategy"] == s],
                   "phases": [r["phase"] for r in runs if r["strategy"] == s]}
     return out
@@ -309,8 +323,9 @@ def table(summ, strategies):
     head = "| strategy | median (s) | min (s) | max (s) | all runs, in order (s) | sidecar restarts |"
     rule = "|---|---:|---:|---:|---|---|"
     if swapped:
-        head += " swap seen after main's exit, median (min–max) (s) |"
-        rule += "---|"
+        head += (" swap seen after main's exit, median (min–max) (s) |"
+                 " swap seen after main's exit was seen, median (min–max) (ms) |")
+        rule += "---|---|"
     rows = [head, rule]
     for s in strategies:
         x = summ[s]
@@ -318,8 +333,10 @@ def table(summ, strategies):
             x["label"], x["median"], x["min"], x["max"], ", ".join("%.2f" % v for v in x["values"]),
             ", ".join(str(c) for c in x["sidecar_restart_counts"]))
         if swapped:
-            w = x["swap_seen_values"]
+            w, q = x["swap_seen_values"], x["swap_after_exit_seen_values"]
             row += " %.2f (%.2f–%.2f) |" % (x["swap_seen_median"], min(w), max(w)) if w else " – |"
+            row += " %.0f (%.0f–%.0f) |" % (x["swap_after_exit_seen_median"] * 1e3, min(q) * 1e3, max(q) * 1e3) \
+                if q else " – |"
         rows.append(row)
     return "\n".join(rows) + "\n"
 
@@ -355,7 +372,9 @@ def cmd_run(a):
             work = round(2 + (rnd - 1) / a.runs, 3) if a.spread else 2.0
             for s in strategies:
                 r = run_one(ns_of[s], s, manifests[s], rnd, a.timeout, work)
-                swap = "" if r["swap_seen_s"] is None else "swap seen at %.3f s; " % r["swap_seen_s"]
+                swap = "" if r["swap_seen_s"] is None else "swap seen at %.3f s, %s after main's exit was; " % (
+                    r["swap_seen_s"], "?" if r["swap_after_exit_seen_s"] is None else
+                    "%.0f ms" % (r["swap_after_exit_seen_s"] * 1e3))
                 print("%-12s round %d: %.3f s  (%s; %ssidecar restarts %s, exit %s; machine busy %.2f cores)" % (
                     s, rnd, r["seconds"], r["phase"], swap, r["sidecar_restart_count"], r["sidecar_exit_code"],
                     r["machine_busy_cores"]), file=sys.stderr, flush=True)
