@@ -35,7 +35,7 @@ pub fn apply(manifest: &Value) -> Output {
 /// labelled `sexton-e2e=true`, are not the tests': they share this API server, and a pod of
 /// theirs in a namespace labelled `sexton.dev/inject=enabled` must not be injected by the
 /// webhook of a test process running meanwhile. (It happened: a safety-net pod of
-/// bench/completion.sh, meant to be admitted unchanged, was made a native sidecar by the
+/// bench/completion/run.sh, meant to be admitted unchanged, was made a native sidecar by the
 /// tests' webhook, BENCHMARKS.md "Safety net: main exit to pod Succeeded".) e2e's own
 /// configuration requires that label, so it never sees the tests' pods either.
 pub fn not_e2e() -> Value {
