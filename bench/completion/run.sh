@@ -188,13 +188,6 @@ tail = "\nMachine busy during the runs (everything, other jobs included): %.2fâ€
 open(md, "w").write(head + open(table).read() + tail)
 PY
 if $UPDATE; then
-  python3 - "$OUT/completion.md" BENCHMARKS.md <<'PY'
-import sys
-md, doc = sys.argv[1:3]
-text = open(doc).read()
-start, end = "<!-- completion:start -->\n", "<!-- completion:end -->"
-i, j = text.index(start) + len(start), text.index(end)
-open(doc, "w").write(text[:i] + open(md).read() + text[j:])
-PY
+  python3 bench/lib/section.py completion "$OUT/completion.md" BENCHMARKS.md
   log "BENCHMARKS.md updated"
 fi
