@@ -738,7 +738,7 @@ fn the_quit_server_answers_probes_and_quits_with_zero() {
         p
     };
 
-    let (quit, probe) = (free_port(), free_port());
+    let [quit, probe] = free_ports();
     let mut server = start("quitting", quit, probe);
     assert_eq!(
         post(probe, "/quitquitquit").unwrap(),
@@ -755,7 +755,7 @@ fn the_quit_server_answers_probes_and_quits_with_zero() {
         "a listener outlived the server"
     );
 
-    let (quit, probe) = (free_port(), free_port());
+    let [quit, probe] = free_ports();
     let mut server = start("terminated", quit, probe);
     server.signal(15);
     assert_eq!(server.wait(), 0, "{}", server.logs());

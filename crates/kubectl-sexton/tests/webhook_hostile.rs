@@ -110,7 +110,7 @@ fn lone(name: &str, args: &[&str]) -> Lone {
     let s = Scratch::new(name);
     let authority = ca(&s, "ca");
     let (crt, key) = signed(&s, &authority, "server", true);
-    let (port, health) = (free_port(), free_port());
+    let [port, health] = free_ports();
     let mut cmd = Command::new(KUBECTL_SEXTON);
     cmd.args(["webhook", "--listen", &format!("127.0.0.1:{port}")])
         .args([

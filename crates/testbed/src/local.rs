@@ -6,11 +6,18 @@ use std::process::{Command, Output};
 
 /// A loopback port nothing listens on now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let [port] = free_ports();
+    port
+}
+
+/// `N` distinct loopback ports nothing listens on now: all bound at once, then released.
+/// (Taken one at a time, the kernel may hand out a port it has just released again: a
+/// benchmark once gave one process the same port for two servers, and it exited.)
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
 }
 
 /// `openssl` with `args`, which must succeed.

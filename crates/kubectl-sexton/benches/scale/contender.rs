@@ -74,7 +74,7 @@ impl Contender {
     pub fn start(&self, kubeconfig: &Path, quick: &str, work: &Path) -> Result<Running> {
         // (the webhook's port is kruise's only: its launcher's own pick would cost a Python
         // start, which the start-to-ready time would include)
-        let [m, h, webhook] = free_ports();
+        let [m, h, webhook] = testbed::free_ports();
         let metrics = format!("127.0.0.1:{m}");
         let health = format!("127.0.0.1:{h}");
         let log = work.join(format!("{}.log", self.label));
@@ -188,21 +188,6 @@ async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
         .await
         .ok()
         .flatten()
-}
-
-/// N distinct free TCP ports on loopback: all bound at once, then released (one at a time, the
-/// kernel may hand out a port it just released again: a run once gave kruise-manager the
-/// same port for its health probe and its webhook server, and it exited).
-fn free_ports<const N: usize>() -> [u16; N] {
-    let held: Vec<_> = (0..N)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").ok())
-        .collect();
-    std::array::from_fn(|i| {
-        held[i]
-            .as_ref()
-            .and_then(|l| l.local_addr().ok())
-            .map_or(0, |a| a.port())
-    })
 }
 
 impl Running {
