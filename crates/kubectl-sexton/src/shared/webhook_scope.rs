@@ -138,23 +138,38 @@ fn keys(s: Option<&LabelSelector>) -> Vec<String> {
     keys
 }
 
-/// When the namespace's labels of `keys` were last set, as its managedFields record it
-/// (the latest time of an entry that owns one of them); `None` if none is recorded.
-pub fn labels_set_at(namespace: &ObjectMeta, keys: &[String]) -> Option<Timestamp> {
-    namespace
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|e| {
-            let labels = e.fields_v1.as_ref().map(|f| &f.0["f:metadata"]["f:labels"]);
-            labels.is_some_and(|l| keys.iter().any(|k| !l[format!("f:{k}")].is_null()))
-        })
-        .filter_map(|e| e.time.as_ref().map(|t| t.0))
-        .max()
+/// Which of the namespace's labels of `keys` were set after `after`, as its managedFields
+/// record it, and when the last of them was: the keys owned by an entry written after
+/// `after` (an entry's time is its owner's last write of any field it owns, so a key can be
+/// named for a later write of another label of the same owner); `None` if none was.
+pub fn labels_set_after(
+    namespace: &ObjectMeta,
+    keys: &[String],
+    after: Timestamp,
+) -> Option<(Vec<String>, Timestamp)> {
+    let mut set = vec![];
+    let mut last = None;
+    for e in namespace.managed_fields.iter().flatten() {
+        let Some(time) = e.time.as_ref().map(|t| t.0).filter(|t| *t > after) else {
+            continue;
+        };
+        let labels = e.fields_v1.as_ref().map(|f| &f.0["f:metadata"]["f:labels"]);
+        let owned: Vec<&String> = keys
+            .iter()
+            .filter(|k| labels.is_some_and(|l| !l[format!("f:{k}")].is_null()))
+            .collect();
+        if !owned.is_empty() {
+            set.extend(owned.into_iter().cloned());
+            last = last.max(Some(time));
+        }
+    }
+    set.sort();
+    set.dedup();
+    last.map(|t| (set, t))
 }
 
 /// What the namespace cache keeps of managedFields: the entries that own labels, with
-/// nothing but the labels they own (`labels_set_at` reads no more).
+/// nothing but the labels they own (`labels_set_after` reads no more).
 pub fn keep_label_owners(namespace: &mut ObjectMeta) {
     let Some(entries) = namespace.managed_fields.as_mut() else {
         return;
@@ -310,19 +325,27 @@ mod tests {
             ],
         }))
         .unwrap();
-        let at = |ns: &ObjectMeta, keys: &[&str]| {
+        let after = |ns: &ObjectMeta, keys: &[&str], t: &str| {
             let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-            labels_set_at(ns, &keys).map(|t| t.to_string())
+            labels_set_after(ns, &keys, t.parse().unwrap())
+                .map(|(keys, at)| format!("{} at {at}", keys.join(", ")))
         };
+        let both = ["sexton.dev/inject", "kubernetes.io/metadata.name"];
         assert_eq!(
-            at(&ns, &["sexton.dev/inject"]).as_deref(),
-            Some("2026-01-01T00:05:00Z")
+            after(&ns, &["sexton.dev/inject"], "2026-01-01T00:01:00Z").as_deref(),
+            Some("sexton.dev/inject at 2026-01-01T00:05:00Z")
         );
         assert_eq!(
-            at(&ns, &["sexton.dev/inject", "kubernetes.io/metadata.name"]).as_deref(),
-            Some("2026-01-01T00:05:00Z")
+            after(&ns, &both, "2026-01-01T00:01:00Z").as_deref(),
+            Some("sexton.dev/inject at 2026-01-01T00:05:00Z"),
+            "only the keys set after the time"
         );
-        assert_eq!(at(&ns, &["team"]), None);
+        assert_eq!(
+            after(&ns, &both, "2025-12-31T00:00:00Z").as_deref(),
+            Some("kubernetes.io/metadata.name, sexton.dev/inject at 2026-01-01T00:05:00Z")
+        );
+        assert_eq!(after(&ns, &both, "2026-01-01T00:05:00Z"), None, "not after");
+        assert_eq!(after(&ns, &["team"], "2025-12-31T00:00:00Z"), None);
         keep_label_owners(&mut ns);
         assert_eq!(
             ns.managed_fields.as_ref().unwrap().len(),
@@ -330,8 +353,9 @@ mod tests {
             "the entry without labels dropped"
         );
         assert_eq!(
-            at(&ns, &["sexton.dev/inject"]).as_deref(),
-            Some("2026-01-01T00:05:00Z")
+            after(&ns, &both, "2026-01-01T00:01:00Z").as_deref(),
+            Some("sexton.dev/inject at 2026-01-01T00:05:00Z"),
+            "what the cache keeps says the same"
         );
     }
 }

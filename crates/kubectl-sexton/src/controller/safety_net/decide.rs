@@ -19,7 +19,7 @@ use crate::controller::terminator::decide::{
 };
 use crate::shared::pod::{Container, Pod};
 use crate::shared::safety_net::{Cause, Record};
-use crate::shared::webhook_scope::{WebhookScope, asked, labels_set_at};
+use crate::shared::webhook_scope::{WebhookScope, asked, labels_set_after};
 
 /// Whether sexton's webhook serves the Pod, as its live configuration and the namespace's
 /// labels say ([`served`]).
@@ -51,14 +51,13 @@ pub fn served(scope: Option<&WebhookScope>, namespace: Option<&ObjectMeta>, pod:
         return Served::No("sexton's webhook does not serve it (its selectors, or its annotation sexton.dev/inject)".into());
     };
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let set = labels_set_at(ns, &hook.namespace_keys);
-    let labelled_later = match (set, created) {
-        (Some(set), Some(created)) if set > created => Some(format!(
+    let labelled_later = created.and_then(|created| {
+        let (keys, set) = labels_set_after(ns, &hook.namespace_keys, created)?;
+        Some(format!(
             "the namespace's labels {} were set at {set}, the Pod was created at {created}",
-            hook.namespace_keys.join(", ")
-        )),
-        _ => None,
-    };
+            keys.join(", ")
+        ))
+    });
     Served::Yes {
         hook: hook.name.clone(),
         labelled_later,
