@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -13,7 +14,6 @@ use tokio::sync::OnceCell;
 
 use super::access::{Access, AccessError, answer};
 use super::reduced::RunPod;
-use super::workloads::Workloads;
 
 /// Which namespaces the namespaced checks look at.
 #[derive(Debug, Clone)]
@@ -44,6 +44,12 @@ impl Namespaces {
             }
         }
     }
+}
+
+/// The checked namespaces' Jobs and CronJobs (`workloads::listed`).
+pub struct Workloads {
+    pub jobs: Vec<Job>,
+    pub cronjobs: Vec<CronJob>,
 }
 
 /// What every cluster check needs.

@@ -11,14 +11,14 @@ use kube::ResourceExt;
 use serde_json::Value;
 
 use super::access::AccessError;
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Workloads};
 use super::ended::{self, At};
 use super::found::{self, Found, Place};
 use super::pods;
 use super::reduced::RunPod;
 use super::report::{Check, Finding, Status};
 use super::webhooks::{self, Serving};
-use super::workloads::{self, Workloads};
+use super::workloads;
 
 pub const NAME: &str = "injected-sidecars";
 

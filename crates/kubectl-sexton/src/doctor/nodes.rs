@@ -12,10 +12,10 @@ use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
 use super::access::{Access, AccessError, answer};
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Workloads};
 use super::manifests::{injected_mechanism, native_sidecars};
 use super::report::{Check, Finding, Status};
-use super::workloads::{self, Workloads};
+use super::workloads;
 
 pub const NAME: &str = "virtual-kubelet";
 

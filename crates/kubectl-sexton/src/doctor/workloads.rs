@@ -7,12 +7,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use super::access::{Access, AccessError, answer};
-use super::ctx::Ctx;
-
-pub struct Workloads {
-    pub jobs: Vec<Job>,
-    pub cronjobs: Vec<CronJob>,
-}
+use super::ctx::{Ctx, Workloads};
 
 /// The Jobs and CronJobs (listed by the first check to ask).
 pub async fn listed(ctx: &Ctx) -> &Result<Workloads, AccessError> {
