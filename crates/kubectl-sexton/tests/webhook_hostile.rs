@@ -1422,8 +1422,9 @@ async fn answers_a_client_does_not_read_are_held_within_the_budget() {
     eprintln!("64 unread answers took at most {} MiB", most >> 10);
     // The bound the design gives, not a measured figure: the address's share of bodies and
     // answers (12 MiB, limits::CLIENT_BODY_SHARE), plus the reviews in the works at once
-    // (limits::CONCURRENT_REVIEWS, 2), each up to ~8 MiB (its JSON, the patch, the answer
-    // built and its copy), plus 16 MiB for the allocator, whose per-thread arenas keep freed
+    // (limits::CONCURRENT_REVIEWS, 2), each taken as up to ~8 MiB (its JSON, the patch, the
+    // answer built and its copy: an estimate, not measured apart), plus 16 MiB for the
+    // allocator, whose per-thread arenas keep freed
     // memory longer when the machine is loaded. Measured: 29 MiB on a quiet machine, 33 MiB
     // under the full test run's load (a bound of 32 MiB failed there); without the budget,
     // 101 MiB.
