@@ -525,6 +525,26 @@ async fn measure(
     Ok(out)
 }
 
+/// The controller's metrics once its EphemeralJob reconciliation has ended (at most 30 s
+/// after the job's status counted every target): the reconciliation writes that status
+/// before it returns, and its duration is recorded only then, so the metrics read at once
+/// could lack it.
+async fn reconciled(r: &Running) -> BTreeMap<String, f64> {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = r.metrics().await;
+        let done = m.iter().any(|(k, v)| {
+            k.starts_with("sexton_controller_reconcile_duration_seconds_count")
+                && k.contains("ephemeraljob")
+                && *v > 0.0
+        });
+        if done || Instant::now() > end {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn ejob(o: &Opts, client: &Client, ns: &str, n: usize) -> Result<EjobRun> {
     let c = Contender {
         label: "sexton-ejob".into(),
@@ -549,7 +569,7 @@ async fn ejob(o: &Opts, client: &Client, ns: &str, n: usize) -> Result<EjobRun> 
     let clk = clk_tck();
     let out = EjobRun {
         costs: costs(&sampler.between(t_start, t_end), clk),
-        metrics: r.metrics().await,
+        metrics: reconciled(&r).await,
         load_before,
         load_after: loadavg(),
         webhook_bench_running: busy_before || webhook_bench_running(),
