@@ -70,7 +70,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<(), Error> {
     let ctx = &*ctx;
     let _timer = ctx.telemetry.reconcile_started(&pod);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let mut current = (*pod).clone();
+    let mut current = pod;
     for attempt in 1..=MAX_ATTEMPTS {
         let Some(swaps) = decide_and_report(&current, ctx).await else {
             return Ok(());
@@ -82,13 +82,13 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<(), Error> {
             }
             Patched::Gone => return Ok(()),
             Patched::Reread(p) => {
-                info!(pod = %key(&current), resource_version = %rv(&current), attempt, "conflict: the pod changed since it was read; re-reading");
-                current = *p;
+                info!(pod = %key(&*current), resource_version = %rv(&current), attempt, "conflict: the pod changed since it was read; re-reading");
+                current = Arc::new(*p);
             }
         }
     }
     Err(Error::StillConflicting {
-        object: key(&current),
+        object: key(&*current),
         attempts: MAX_ATTEMPTS,
     })
 }
