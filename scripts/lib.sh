@@ -252,9 +252,26 @@ await_reaped() {
 # port_in_use PORT [HOST]: something accepts TCP connections on HOST (127.0.0.1):PORT.
 port_in_use() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
 
-# free_port: a TCP port of 127.0.0.1 that was free a moment ago (bound and released: good
-# enough for a test or a benchmark, which fails plainly in the rare case it was taken since).
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# free_port: a TCP port of 127.0.0.1 that was free a moment ago (bound and released), picked
+# at random in 27000-29999, below the kernel's ephemeral range, so that no outgoing
+# connection's source port takes it before its server binds it; none of our fixed ports is
+# in that band (testbed::free_ports in crates/testbed/src/local.rs says why, and picks alike).
+# Where the ephemeral range reaches into the band, the kernel picks.
+free_port() {
+  python3 - <<'PY'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+ports = random.sample(range(27000, 30000), 200) if low >= 30000 else []
+for port in ports + [0]:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    print(s.getsockname()[1])
+    break
+PY
+}
 
 # ports_free WHAT PORT...: dies naming WHAT's first port (on 127.0.0.1) that is taken.
 ports_free() {

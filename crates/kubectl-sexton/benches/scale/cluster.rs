@@ -382,11 +382,22 @@ async fn start_settled(
     c: &Contender,
     sampler_pids: impl Fn(u32) -> Vec<u32>,
 ) -> Result<(Running, Sampler, Vec<u32>, Instant, Instant, Instant, f64)> {
-    let mut r = c.start(&o.kubeconfig, &o.quick_exit_image, &o.work)?;
-    let pids = sampler_pids(r.pid);
-    let sampler = Sampler::start(pids.clone());
-    let t0 = sampler.mark(&pids).at;
-    let ready = c.wait_ready(&mut r, Duration::from_secs(600)).await?;
+    // (started again, at most twice, if a port it was given was taken before it bound it)
+    let mut attempt = 1;
+    let (r, pids, sampler, t0, ready) = loop {
+        let mut r = c.start(&o.kubeconfig, &o.quick_exit_image, &o.work)?;
+        let pids = sampler_pids(r.pid);
+        let sampler = Sampler::start(pids.clone());
+        let t0 = sampler.mark(&pids).at;
+        match c.wait_ready(&mut r, Duration::from_secs(600)).await {
+            Ok(ready) => break (r, pids, sampler, t0, ready),
+            Err(e) if e.port_taken && attempt < 3 => {
+                eprintln!("scale: {}: a port was taken; starting it again", c.label);
+                attempt += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     let t_ready = sampler.mark(&pids).at;
     let clk = clk_tck();
     // settled: under 2 % of a core over one second (at most 120 s)

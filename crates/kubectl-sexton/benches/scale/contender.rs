@@ -154,31 +154,70 @@ impl Contender {
     }
 
     /// Waits until ready (up to `limit`), failing early if the process exits.
-    pub async fn wait_ready(&self, r: &mut Running, limit: Duration) -> Result<Duration> {
+    pub async fn wait_ready(
+        &self,
+        r: &mut Running,
+        limit: Duration,
+    ) -> std::result::Result<Duration, NotReady> {
         let end = Instant::now() + limit;
         loop {
             if self.ready(r).await {
                 return Ok(r.started.elapsed());
             }
             if let Ok(Some(status)) = r.child.try_wait() {
-                return Err(format!(
-                    "{} exited ({status}) before it was ready; log: {}",
-                    self.label,
-                    r.log.display()
-                )
-                .into());
+                let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+                return Err(NotReady {
+                    label: self.label.clone(),
+                    why: format!("exited ({status})"),
+                    // (a port free when picked can be taken before the manager binds it:
+                    // see testbed::free_ports; the caller starts it again)
+                    port_taken: log.contains("address already in use"),
+                    log: r.log.clone(),
+                    tail: tail(&log, 12),
+                });
             }
             if Instant::now() > end {
-                return Err(format!(
-                    "{} not ready after {limit:?}; log: {}",
-                    self.label,
-                    r.log.display()
-                )
-                .into());
+                let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+                return Err(NotReady {
+                    label: self.label.clone(),
+                    why: format!("not ready after {limit:?}"),
+                    port_taken: false,
+                    log: r.log.clone(),
+                    tail: tail(&log, 12),
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// A contender that did not become ready: the error says why, with its log's last lines
+/// (CI keeps the harness's output, not the log files).
+#[derive(Debug, thiserror::Error)]
+#[error("{label} {why} before it was ready; log: {}; its last lines:\n{tail}", log.display())]
+pub struct NotReady {
+    label: String,
+    why: String,
+    /// its log says a port it was given was taken: worth another start with other ports
+    pub port_taken: bool,
+    log: PathBuf,
+    tail: String,
+}
+
+impl From<NotReady> for crate::error::Failed {
+    fn from(e: NotReady) -> Self {
+        crate::error::Failed(e.to_string())
+    }
+}
+
+/// The last `n` lines of `text`, each indented.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// (status code, body) of `GET path` at `addr` (testbed's GET, off the runtime's threads).
