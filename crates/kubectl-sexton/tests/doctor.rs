@@ -436,8 +436,7 @@ struct OldWebhook {
 
 fn old_webhook(name: &str, key: &str) -> OldWebhook {
     let scratch = Scratch::new("doctor-old-webhook");
-    let bin = Command::new(TESTENV).arg("old-webhook").output().unwrap();
-    assert!(bin.status.success(), "{}", text(&bin.stderr));
+    let bin = testenv_cmd("old-webhook");
     let (cert, tls_key) = (scratch.path("tls.crt"), scratch.path("tls.key"));
     let out = Command::new("openssl")
         .args([
@@ -461,7 +460,7 @@ fn old_webhook(name: &str, key: &str) -> OldWebhook {
         .local_addr()
         .unwrap()
         .port();
-    let mut cmd = Command::new(text(&bin.stdout).trim());
+    let mut cmd = Command::new(&bin);
     cmd.arg(format!("127.0.0.1:{port}"))
         .arg(&cert)
         .arg(&tls_key);

@@ -255,8 +255,7 @@ impl Drop for OldWebhook {
 
 fn old_webhook(name: &str, key: &str) -> OldWebhook {
     let scratch = Scratch::new("old-webhook");
-    let bin = Command::new(TESTENV).arg("old-webhook").output().unwrap();
-    assert!(bin.status.success(), "{}", text(&bin.stderr));
+    let bin = testenv_cmd("old-webhook");
     let (cert, key_file) = (scratch.path("tls.crt"), scratch.path("tls.key"));
     let out = Command::new("openssl")
         .args([
@@ -282,7 +281,7 @@ fn old_webhook(name: &str, key: &str) -> OldWebhook {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let port = free_port();
-    let mut cmd = Command::new(text(&bin.stdout).trim());
+    let mut cmd = Command::new(&bin);
     cmd.arg(format!("127.0.0.1:{port}"))
         .arg(&cert)
         .arg(&key_file);

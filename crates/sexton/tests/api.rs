@@ -380,15 +380,7 @@ async fn survives_an_api_server_restart_during_the_wait() {
     s.proxy_ready(false).await;
     let mut main = s.waiting_main("90s");
     main.wait_log("ready containers according to the API ready=[]");
-    let out = Command::new(TESTENV)
-        .arg("restart-apiserver")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testenv_cmd("restart-apiserver");
     assert!(
         main.is_running(),
         "an API server restart is not a reason to give up"

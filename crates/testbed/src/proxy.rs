@@ -194,3 +194,88 @@ fn copy_holding(mut from: TcpStream, mut to: TcpStream, gate: &Gate) {
     }
     let _ = to.shutdown(Shutdown::Write);
 }
+
+/// A TCP relay to `upstream` that the test can cut, as a network partition would: [`cut`]
+/// closes every connection it carries and closes each new one at once, until [`mend`].
+/// (Bytes pass untouched: TLS goes through end to end.)
+///
+/// [`cut`]: CuttableRelay::cut
+/// [`mend`]: CuttableRelay::mend
+pub struct CuttableRelay {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<Links>>,
+}
+
+#[derive(Default)]
+struct Links {
+    cut: bool,
+    /// Both ends of every connection carried (to shut down at a cut).
+    open: Vec<TcpStream>,
+}
+
+impl CuttableRelay {
+    pub fn start(upstream: SocketAddr) -> CuttableRelay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state: Arc<Mutex<Links>> = Arc::default();
+        let links = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let mut l = links.lock().unwrap();
+                if l.cut {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                l.open.retain(|s| s.peer_addr().is_ok());
+                l.open.push(client.try_clone().unwrap());
+                l.open.push(server.try_clone().unwrap());
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || copy_plain(client, server));
+                std::thread::spawn(move || copy_plain(s2, c2));
+            }
+        });
+        CuttableRelay { addr, state }
+    }
+
+    /// Closes every connection carried, and each new one until [`CuttableRelay::mend`].
+    pub fn cut(&self) {
+        let mut l = self.state.lock().unwrap();
+        l.cut = true;
+        for s in l.open.drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Carries new connections again.
+    pub fn mend(&self) {
+        self.state.lock().unwrap().cut = false;
+    }
+}
+
+/// A copy of `kubeconfig` (written to `path`) that reaches its API server at `addr`
+/// instead of 127.0.0.1:PORT, its credentials and CA kept (a relay passes TLS through).
+pub fn kubeconfig_relayed(kubeconfig: &Path, addr: SocketAddr, path: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let mut servers = 0;
+    let relayed: Vec<String> = text
+        .lines()
+        .map(|l| match l.split_once("server: https://127.0.0.1:") {
+            Some((indent, _)) => {
+                servers += 1;
+                format!("{indent}server: https://{addr}")
+            }
+            None => l.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        servers,
+        1,
+        "{}: one server on 127.0.0.1 expected",
+        kubeconfig.display()
+    );
+    std::fs::write(path, relayed.join("\n") + "\n").unwrap();
+    path.to_path_buf()
+}

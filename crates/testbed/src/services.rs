@@ -7,6 +7,21 @@ pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 pub const TESTENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/testenv.sh");
 
+/// `scripts/testenv.sh VERB`, which must succeed (the test fails with its error output);
+/// its standard output, trimmed (a path, for the verbs that build something).
+pub fn testenv_cmd(verb: &str) -> String {
+    let out = std::process::Command::new(TESTENV)
+        .arg(verb)
+        .output()
+        .unwrap_or_else(|e| panic!("running scripts/testenv.sh {verb}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/testenv.sh {verb}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Fails the calling test with one line naming what to start, and how, when a service the
 /// tests need is not there: a plain `cargo test` then fails fast instead of building a control
 /// plane for a quarter of an hour, or printing one connection error per test.

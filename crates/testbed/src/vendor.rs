@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use crate::cluster::{kubectl, labelled_namespace, testenv};
 use crate::local::{free_port, openssl};
 use crate::scratch::{Process, Scratch};
-use crate::services::{ROOT, TESTENV};
+use crate::services::{ROOT, testenv_cmd};
 use crate::wait::wait_until;
 
 /// The vendors the stand-in knows (`vendor-webhook --vendor NAME`). It also knows
@@ -301,18 +301,7 @@ pub fn triggered(name: &str, mut pod: Value) -> Value {
 /// when they changed, cached), asked for once per test process.
 pub fn vendor_webhook() -> &'static str {
     static BIN: OnceLock<String> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = Command::new(TESTENV)
-            .arg("vendor-webhook")
-            .output()
-            .expect("running scripts/testenv.sh vendor-webhook");
-        assert!(
-            out.status.success(),
-            "scripts/testenv.sh vendor-webhook: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
+    BIN.get_or_init(|| testenv_cmd("vendor-webhook"))
 }
 
 /// The sidecar command of `testenv/vendor-webhook/quit-server.sh` for a busybox image: it

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::shared::pod::{KeptAnnotations, Pod};
+use crate::shared::pod::{KeptAnnotations, Pod, is_running};
 use futures_util::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -165,10 +165,29 @@ fn slim_pod(pod: &mut Pod, kept: &KeptAnnotations) {
 
 /// A pod event for a controller: a pod that changed (or was deleted), or the cache was
 /// listed again (deletions in between are not seen one by one).
+///
+/// The pods of a list are not given one by one: kube-runtime's cache takes them in only
+/// when the list ends (its writer buffers them until `InitDone`), so a controller given a
+/// listed pod before then would read the cache's older version of it, decide on that, and
+/// never look again. After a watch restart (a restarted API server, an expired resource
+/// version) that older version is all a controller would see of what changed while the
+/// watch was down: a main that exited then would keep its sidecars running. So `Relisted`
+/// comes once the cache holds the whole list, and each controller then looks at every pod
+/// of the cache that it may have to act on.
 #[derive(Debug, Clone)]
 pub enum PodEvent {
     Changed(Arc<Pod>),
     Relisted,
+}
+
+/// The pod events of a controller of Running pods: a Running pod's change, and the end of
+/// a list (then the controller reads the Running pods of the cache: [`PodEvent`]).
+pub fn running_or_relisted(ev: &Event<Pod>) -> bool {
+    match ev {
+        Event::Apply(p) => is_running(p),
+        Event::InitDone => true,
+        _ => false,
+    }
 }
 
 /// Which pod events a controller wants.
@@ -245,14 +264,13 @@ impl PodFeed {
     }
 }
 
-/// The controller-facing form of a watch event (the pod moved, not copied, into an Arc).
+/// The controller-facing form of a watch event (the pod moved, not copied, into an Arc);
+/// a listed pod is given only as part of the list's end ([`PodEvent`] says why).
 fn feed(ev: Event<Pod>) -> Option<PodEvent> {
     match ev {
-        Event::Apply(p) | Event::InitApply(p) | Event::Delete(p) => {
-            Some(PodEvent::Changed(Arc::new(p)))
-        }
+        Event::Apply(p) | Event::Delete(p) => Some(PodEvent::Changed(Arc::new(p))),
         Event::InitDone => Some(PodEvent::Relisted),
-        Event::Init => None,
+        Event::Init | Event::InitApply(_) => None,
     }
 }
 

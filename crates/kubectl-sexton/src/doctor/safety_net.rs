@@ -14,7 +14,7 @@ use super::access::{Access, answer};
 use super::ctx::Ctx;
 use super::report::{Check, Finding, Status};
 use crate::shared::components::{Part, deployments};
-use crate::shared::pod::Pod;
+use crate::shared::pod::{Pod, phase};
 use crate::shared::safety_net::{ANNOTATION_SAFETY_NET, Cause, Record};
 
 pub const NAME: &str = "safety-net";
@@ -258,13 +258,6 @@ fn job_of(pod: &Pod) -> Option<String> {
         .iter()
         .find(|o| o.kind == "Job")
         .map(|o| o.name.clone())
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
 }
 
 /// Whether container `name` has terminated.

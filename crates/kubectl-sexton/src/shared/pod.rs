@@ -28,6 +28,19 @@ const ENV_PREFIXES: &[&str] = &["KRUISE_", "KUBEXIT_", "SEXTON_"];
 /// status, kubectl's last-applied configuration) can be kilobytes per pod.
 pub const ANNOTATION_PREFIX: &str = "sexton.dev/";
 
+/// The pod's phase, as its kubelet last wrote it (Pending until then).
+pub fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+/// The pod is Running: the only phase in which a controller may have to end a sidecar.
+pub fn is_running(pod: &Pod) -> bool {
+    phase(pod) == "Running"
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct Pod {
     #[serde(default)]

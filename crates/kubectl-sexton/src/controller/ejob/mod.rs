@@ -67,6 +67,11 @@ pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed)
         metrics: parts.metrics.clone(),
         placeholder,
     };
+    // A listed job is reconciled once the list ends, not as it comes: the cache takes a list
+    // in only at its end, and a job created or changed while the watch was down would be
+    // reconciled from the cache's older version (or not at all), then never again
+    // (`PodEvent` in watch.rs).
+    let (listed, job_relists) = tokio::sync::mpsc::unbounded_channel();
     let trigger = watch::observed(
         decode::one_at_a_time(raw, watcher::Config::default(), lenient),
         writer,
@@ -75,9 +80,13 @@ pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed)
         move |ev| match ev {
             Event::Apply(j) | Event::InitApply(j) => clock.arrived(j),
             Event::Delete(j) => clock.forget(j),
-            _ => {}
+            Event::InitDone => {
+                let _ = listed.send(());
+            }
+            Event::Init => {}
         },
     )
+    .filter(|ev| std::future::ready(!matches!(ev, Ok(Event::InitApply(_)))))
     .touched_objects();
     let pod_changes = changed_pods(pods.subscribe(changes));
     let relists = relists(pods.subscribe(relisted));
@@ -85,6 +94,9 @@ pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed)
     let run = Controller::for_stream(trigger, jobs)
         .watches_shared_stream(pod_changes, mapper)
         .reconcile_all_on(relists)
+        .reconcile_all_on(futures_util::stream::unfold(job_relists, |mut rx| async {
+            rx.recv().await.map(|()| ((), rx))
+        }))
         .with_config(parts.config())
         .graceful_shutdown_on(parts.stopped())
         .run(reconcile, error_policy, ctx)
@@ -147,9 +159,10 @@ fn relists(
     feed.filter_map(|ev| async move { matches!(ev, PodEvent::Relisted).then_some(()) })
 }
 
-/// The pod events that may change a job's targets: every change, deletions included.
+/// The pod events that may change a job's targets: every change, deletions included (a
+/// list's pods come as its end: `reconcile_all_on` the relists).
 fn changes(ev: &Event<Pod>) -> bool {
-    matches!(ev, Event::Apply(_) | Event::InitApply(_) | Event::Delete(_))
+    matches!(ev, Event::Apply(_) | Event::Delete(_))
 }
 
 fn relisted(ev: &Event<Pod>) -> bool {

@@ -11,31 +11,31 @@
 //! the labels were set; in one namespace with `--namespace`), so that the net follows the
 //! chart's values, an admin's edit of the configuration and `kubectl label namespace`
 //! without a flag of its own. This is its wiring: the two watches beside the shared pod
-//! feed, and its loop (`run.rs`).
+//! feed (which namespaces' labels changed: `labels.rs`), and its loop (`run.rs`).
 
 mod decide;
+mod labels;
 mod reconcile;
 mod run;
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Api, ResourceExt};
 use sexton_inject::Catalogue;
 use tokio::sync::mpsc;
 
 use super::parts::{GRACE, Parts, Run};
 use super::telemetry::Telemetry;
-use super::terminator::decide::is_running;
-use super::watch::{self, PodFeed, WatchReport};
+use super::watch::{self, PodFeed, WatchReport, running_or_relisted};
 use crate::shared::pod::Pod;
 use crate::shared::webhook_scope::keep_label_owners;
+use labels::Labels;
 use reconcile::{CONTROLLER, Ctx};
 use run::Requeue;
 
@@ -104,15 +104,6 @@ pub fn safety_net(parts: &Parts, o: Options, pods: &mut PodFeed) -> (Run, View) 
     (run, view)
 }
 
-/// The pod events the safety net is given: Running pods, and the end of a relist.
-fn running_or_relisted(ev: &Event<Pod>) -> bool {
-    match ev {
-        Event::Apply(p) | Event::InitApply(p) => is_running(p),
-        Event::InitDone => true,
-        _ => false,
-    }
-}
-
 type Watching = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// The namespaces' metadata (one namespace with `--namespace`), each one's pods queued again
@@ -128,7 +119,7 @@ fn namespaces(
     };
     let report = parts.report("namespaces", "namespaces get, list and watch", "");
     let (store, writer) = reflector::store();
-    let mut labels: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+    let mut labels = Labels::default();
     let watch = watch::observed(
         watcher(api, config),
         writer,
@@ -137,19 +128,10 @@ fn namespaces(
             keep_label_owners(&mut n.metadata);
         },
         report,
-        move |ev| match ev {
-            Event::Apply(n) | Event::InitApply(n) => {
-                let now = n.labels().clone();
-                if let Some(before) = labels.insert(n.name_any(), now.clone())
-                    && before != now
-                {
-                    let _ = requeue.send(Requeue::Namespace(n.name_any()));
-                }
+        move |ev| {
+            for ns in labels.changed(ev) {
+                let _ = requeue.send(Requeue::Namespace(ns));
             }
-            Event::Delete(n) => {
-                labels.remove(&n.name_any());
-            }
-            _ => {}
         },
     );
     (store, Box::pin(watch.for_each(|_| std::future::ready(()))))
@@ -170,14 +152,16 @@ fn configuration(
     );
     let (store, writer) = reflector::store();
     let mut listed = false;
+    // (a list after the first may show a change or a deletion made while the watch was
+    // down, and the cache takes it in only at the list's end: every pod is queued then)
     let watch = watch::observed(
         watcher(api, config),
         writer,
         watch::slim,
         report,
         move |ev| match ev {
-            Event::InitDone => listed = true,
-            Event::Apply(_) | Event::Delete(_) | Event::InitApply(_) if listed => {
+            Event::InitDone if !listed => listed = true,
+            Event::Apply(_) | Event::Delete(_) | Event::InitDone if listed => {
                 let _ = requeue.send(Requeue::Everything);
             }
             _ => {}

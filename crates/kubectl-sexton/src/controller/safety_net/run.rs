@@ -17,9 +17,8 @@ use tokio::sync::watch;
 
 use super::reconcile::{Ctx, reconcile};
 use crate::controller::pod_workers::{self, PodQueue as Queue};
-use crate::controller::terminator::decide::is_running;
 use crate::controller::watch::PodEvent;
-use crate::shared::pod::Pod;
+use crate::shared::pod::{Pod, is_running};
 
 /// What queues pods besides their own events.
 pub enum Requeue {

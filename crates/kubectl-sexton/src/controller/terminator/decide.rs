@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::shared::pod::{Container, ContainerStatus, Pod};
+use crate::shared::pod::{Container, ContainerStatus, Pod, is_running, phase};
 
 pub use sexton_inject::{
     ENV_KRUISE_SIDECAR as ENV_SIDECAR, ENV_KRUISE_SIDECAR_IMAGE as ENV_SIDECAR_IMAGE,
@@ -155,18 +155,6 @@ pub const ENV_SIDECAR_IGNORE_EXIT_CODE: &str = "KRUISE_TERMINATE_SIDECAR_IGNORE_
 
 fn ignores_exit_code(c: &Container) -> bool {
     env_value(c, ENV_SIDECAR_IGNORE_EXIT_CODE).is_some_and(|v| v.eq_ignore_ascii_case("true"))
-}
-
-/// The pod is Running (the only phase in which this controller may have to act).
-pub fn is_running(pod: &Pod) -> bool {
-    phase(pod) == "Running"
-}
-
-pub(crate) fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending")
 }
 
 /// The containers sexton swapped already, from the pod annotation (name → original image).

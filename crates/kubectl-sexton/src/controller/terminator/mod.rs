@@ -16,9 +16,9 @@ use tracing::warn;
 
 use super::parts::{GRACE, Parts, Run};
 use super::telemetry::Clock;
-use super::watch::{self, PodFeed, changed_pods};
+use super::watch::{self, PodFeed, running_or_relisted};
 use crate::shared::pod::Pod;
-use decide::is_running;
+use crate::shared::pod::is_running;
 use reconcile::{CONTROLLER, Ctx};
 use teardown::Teardowns;
 
@@ -70,9 +70,8 @@ pub fn sidecar_terminator(
     let clock = ctx.telemetry.clock.clone();
     let teardowns = Arc::new(Teardowns::new(parts.stuck_after, ctx.telemetry.clone()));
     let scans = teardowns.clone().run(pods.store.clone());
-    let changed = changed_pods(pods.subscribe(running));
     let run = run::run(
-        changed,
+        pods.subscribe(running_or_relisted),
         pods.store.clone(),
         ctx,
         parts.concurrency,
@@ -93,23 +92,12 @@ pub fn sidecar_terminator(
     }
 }
 
-/// The pod events the SidecarTerminator is given: Running pods.
-fn running(ev: &Event<Pod>) -> bool {
-    match ev {
-        Event::Apply(p) | Event::InitApply(p) => is_running(p),
-        _ => false,
-    }
-}
-
-/// Starts the SidecarTerminator's queue-latency clock for the pod events it is given.
+/// Starts the SidecarTerminator's queue-latency clock for the pods it queues: Running
+/// pods, changed or listed (the end of the list queues the listed ones).
 fn start_clock(clock: &Clock<Pod>, ev: &Event<Pod>) {
     match ev {
         Event::Delete(p) => clock.forget(p),
-        _ if running(ev) => {
-            if let Event::Apply(p) | Event::InitApply(p) = ev {
-                clock.arrived(p)
-            }
-        }
+        Event::Apply(p) | Event::InitApply(p) if is_running(p) => clock.arrived(p),
         _ => {}
     }
 }

@@ -1,6 +1,7 @@
 //! The SidecarTerminator's loop: the pod events it is given queue their pods in a FIFO
-//! work queue, and `--concurrency` workers reconcile the newest cached version of each, in
-//! the order the pods changed. A failed reconciliation is retried after the time its error
+//! work queue (the end of a list: every Running pod of the cache, as `PodEvent` says why),
+//! and `--concurrency` workers reconcile the newest cached version of each, in the order
+//! the pods changed. A failed reconciliation is retried after the time its error
 //! calls for; at the shutdown signal the queue is closed, so the workers finish the pod in
 //! hand and take no other (the next leader lists every pod anyway).
 
@@ -13,18 +14,19 @@ use tracing::debug;
 use super::reconcile::{Ctx, reconcile};
 use crate::controller::pod_workers::{self, PodQueue as Queue};
 use crate::controller::telemetry::key;
-use crate::shared::pod::Pod;
+use crate::controller::watch::PodEvent;
+use crate::shared::pod::{Pod, is_running};
 
 /// Runs until `stopped` and the pods in hand are done (or the pod cache's writer is gone).
 pub async fn run(
-    changed: impl Stream<Item = Arc<Pod>> + Send + 'static,
+    pods: impl Stream<Item = PodEvent> + Send + 'static,
     store: Store<Pod>,
     ctx: Arc<Ctx>,
     concurrency: u16,
     stopped: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let queue: Arc<Queue> = Arc::default();
-    let feed = feed(changed, queue.clone());
+    let feed = feed(pods, store.clone(), queue.clone());
     let close = {
         let queue = queue.clone();
         async move {
@@ -49,16 +51,25 @@ pub async fn run(
     }
 }
 
-/// Queues each changed pod (once, however many of its events wait).
-async fn feed(changed: impl Stream<Item = Arc<Pod>>, queue: Arc<Queue>) {
-    changed
-        .for_each(|pod| {
-            if let Some(ahead) = queue.add(ObjectRef::from_obj(&*pod))
-                && ahead > 0
-            {
-                debug!(pod = %key(&*pod), ahead, "queued behind other pods");
+/// Queues each changed pod (once, however many of its events wait); at the end of a list,
+/// every Running pod of the cache.
+async fn feed(pods: impl Stream<Item = PodEvent>, store: Store<Pod>, queue: Arc<Queue>) {
+    pods.for_each(|ev| {
+        match ev {
+            PodEvent::Changed(pod) => {
+                if let Some(ahead) = queue.add(ObjectRef::from_obj(&*pod))
+                    && ahead > 0
+                {
+                    debug!(pod = %key(&*pod), ahead, "queued behind other pods");
+                }
             }
-            std::future::ready(())
-        })
-        .await
+            PodEvent::Relisted => {
+                for pod in store.state().iter().filter(|p| is_running(p)) {
+                    queue.add(ObjectRef::from_obj(&**pod));
+                }
+            }
+        }
+        std::future::ready(())
+    })
+    .await
 }

@@ -17,10 +17,11 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::Event;
 use tracing::warn;
 
-use super::decide::{is_running, swapped};
+use super::decide::swapped;
 use crate::controller::metrics::ActedLabel;
 use crate::controller::safety_net::View;
 use crate::controller::telemetry::{Telemetry, key};
+use crate::shared::pod::is_running;
 use crate::shared::stuck::{self, Net, Stuck};
 
 /// The longest pause between two reads of the cache (a shorter `--stuck-after` reads it
