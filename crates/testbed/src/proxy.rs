@@ -196,62 +196,86 @@ fn copy_holding(mut from: TcpStream, mut to: TcpStream, gate: &Gate) {
 }
 
 /// A TCP relay to `upstream` that the test can cut, as a network partition would: [`cut`]
-/// closes every connection it carries and closes each new one at once, until [`mend`].
-/// (Bytes pass untouched: TLS goes through end to end.)
+/// closes every connection it carries, and holds each new one unanswered (as a lost
+/// network does: the client sees no error, so its retry delays do not grow meanwhile)
+/// until [`mend`], which carries them on. (Bytes pass untouched: TLS goes end to end.)
 ///
 /// [`cut`]: CuttableRelay::cut
 /// [`mend`]: CuttableRelay::mend
 pub struct CuttableRelay {
     pub addr: SocketAddr,
-    state: Arc<Mutex<Links>>,
+    links: Arc<Mutex<Links>>,
 }
 
-#[derive(Default)]
 struct Links {
+    upstream: SocketAddr,
     cut: bool,
-    /// Both ends of every connection carried (to shut down at a cut).
+    /// Both ends of every connection carried (to close at a cut).
     open: Vec<TcpStream>,
+    /// Connections accepted during a cut, not yet carried.
+    held: Vec<TcpStream>,
+}
+
+impl Links {
+    /// Carries `client` to the upstream (closed if the upstream cannot be reached).
+    fn carry(&mut self, client: TcpStream) {
+        let Ok(server) = TcpStream::connect(self.upstream) else {
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        };
+        let ends = (client.try_clone(), server.try_clone());
+        let (Ok(c2), Ok(s2)) = ends else {
+            panic!("CuttableRelay: out of file descriptors");
+        };
+        // (closed connections are dropped from the list at the next one)
+        self.open.retain(|s| s.peer_addr().is_ok());
+        self.open
+            .extend([c2.try_clone().unwrap(), s2.try_clone().unwrap()]);
+        std::thread::spawn(move || copy_plain(client, server));
+        std::thread::spawn(move || copy_plain(s2, c2));
+    }
 }
 
 impl CuttableRelay {
     pub fn start(upstream: SocketAddr) -> CuttableRelay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let state: Arc<Mutex<Links>> = Arc::default();
-        let links = state.clone();
+        let links = Arc::new(Mutex::new(Links {
+            upstream,
+            cut: false,
+            open: vec![],
+            held: vec![],
+        }));
+        let accepted = links.clone();
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
-                let mut l = links.lock().unwrap();
+                let mut l = accepted.lock().unwrap();
                 if l.cut {
-                    let _ = client.shutdown(Shutdown::Both);
-                    continue;
+                    l.held.push(client);
+                } else {
+                    l.carry(client);
                 }
-                let Ok(server) = TcpStream::connect(upstream) else {
-                    continue;
-                };
-                l.open.retain(|s| s.peer_addr().is_ok());
-                l.open.push(client.try_clone().unwrap());
-                l.open.push(server.try_clone().unwrap());
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                std::thread::spawn(move || copy_plain(client, server));
-                std::thread::spawn(move || copy_plain(s2, c2));
             }
         });
-        CuttableRelay { addr, state }
+        CuttableRelay { addr, links }
     }
 
-    /// Closes every connection carried, and each new one until [`CuttableRelay::mend`].
+    /// Closes every connection carried; new ones are held until [`CuttableRelay::mend`].
     pub fn cut(&self) {
-        let mut l = self.state.lock().unwrap();
+        let mut l = self.links.lock().unwrap();
         l.cut = true;
         for s in l.open.drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
 
-    /// Carries new connections again.
+    /// Carries the held connections and every new one again.
     pub fn mend(&self) {
-        self.state.lock().unwrap().cut = false;
+        let mut l = self.links.lock().unwrap();
+        l.cut = false;
+        for client in std::mem::take(&mut l.held) {
+            l.carry(client);
+        }
     }
 }
 

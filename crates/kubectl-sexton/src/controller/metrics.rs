@@ -145,7 +145,7 @@ impl Metrics {
         );
         r.register(
             "queue_latency_seconds",
-            "Time from a watch event to the start of the reconciliation it triggers",
+            "Time from a watch event (a change of the object; not a list's, whose objects are queued only at its end) to the start of the reconciliation it triggers",
             m.queue_latency.clone(),
         );
         r.register(

@@ -122,8 +122,12 @@ impl Ctl {
     }
 
     pub fn wait_line(&self, pred: impl Fn(&Value) -> bool) -> Value {
+        self.wait_line_within(LONG, pred)
+    }
+
+    pub fn wait_line_within(&self, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
         let mut found = None;
-        wait_until(LONG, || {
+        wait_until(limit, || {
             found = self.find(&pred);
             found.is_some()
         });
@@ -138,8 +142,12 @@ impl Ctl {
 
     /// The controller's decision log for pod `ns/name` at resource version `rv`.
     pub fn wait_decision(&self, ns: &str, name: &str, rv: &str) -> String {
+        self.wait_decision_within(LONG, ns, name, rv)
+    }
+
+    pub fn wait_decision_within(&self, limit: Duration, ns: &str, name: &str, rv: &str) -> String {
         let pod = format!("{ns}/{name}");
-        let l = self.wait_line(|l| {
+        let l = self.wait_line_within(limit, |l| {
             l["fields"]["pod"] == pod.as_str()
                 && l["fields"]["resource_version"] == rv
                 && l["fields"]["decision"].is_string()

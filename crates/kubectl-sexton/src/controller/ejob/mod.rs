@@ -77,13 +77,15 @@ pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed)
         writer,
         watch::slim,
         report,
+        // (no queue-latency clock for a listed job: as for listed pods, `start_clock` in
+        // terminator/mod.rs says why)
         move |ev| match ev {
-            Event::Apply(j) | Event::InitApply(j) => clock.arrived(j),
+            Event::Apply(j) => clock.arrived(j),
             Event::Delete(j) => clock.forget(j),
             Event::InitDone => {
                 let _ = listed.send(());
             }
-            Event::Init => {}
+            Event::Init | Event::InitApply(_) => {}
         },
     )
     .filter(|ev| std::future::ready(!matches!(ev, Ok(Event::InitApply(_)))))

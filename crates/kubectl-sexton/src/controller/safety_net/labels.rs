@@ -1,5 +1,8 @@
-//! Which namespaces' labels changed, from the events of the namespaces' watch: their pods
-//! are queued again, since the webhook may serve them now (or no longer).
+//! Which namespaces' labels changed, or which namespaces are new, from the events of the
+//! namespaces' watch: their pods are queued again, since the webhook may serve them now (or
+//! no longer). A new namespace counts because the pod watch and this one are separate: a
+//! pod can reach the net before its namespace does, be decided as "namespace unknown",
+//! and have nothing else to bring it back.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -16,17 +19,19 @@ use kube::runtime::watcher::Event;
 pub struct Labels {
     seen: HashMap<String, BTreeMap<String, String>>,
     listing: HashMap<String, BTreeMap<String, String>>,
+    /// A first list has ended (before it, every pod waits for the caches anyway).
+    listed: bool,
 }
 
 impl Labels {
-    /// The namespaces whose labels this event shows changed (none on the first list).
+    /// The namespaces this event shows new or with other labels (none on the first list).
     pub fn changed(&mut self, ev: &Event<PartialObjectMeta<Namespace>>) -> Vec<String> {
         match ev {
             Event::Apply(n) => {
                 let now = n.labels().clone();
                 match self.seen.insert(n.name_any(), now.clone()) {
-                    Some(before) if before != now => vec![n.name_any()],
-                    _ => vec![],
+                    Some(before) if before == now => vec![],
+                    _ => vec![n.name_any()],
                 }
             }
             Event::Delete(n) => {
@@ -43,11 +48,14 @@ impl Labels {
             }
             Event::InitDone => {
                 let listed = std::mem::take(&mut self.listing);
-                let changed = listed
-                    .iter()
-                    .filter(|(ns, now)| self.seen.get(*ns).is_some_and(|before| before != *now))
-                    .map(|(ns, _)| ns.clone())
-                    .collect();
+                let changed = match std::mem::replace(&mut self.listed, true) {
+                    false => vec![],
+                    true => listed
+                        .iter()
+                        .filter(|(ns, now)| self.seen.get(*ns) != Some(*now))
+                        .map(|(ns, _)| ns.clone())
+                        .collect(),
+                };
                 self.seen = listed;
                 changed
             }
@@ -77,7 +85,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_list_changes_nothing_then_a_changed_label_does() {
+    fn the_first_list_changes_nothing_then_a_new_namespace_or_a_changed_label_does() {
         let mut l = Labels::default();
         let on = [("sexton.dev/inject", "enabled")];
         let first = run(
@@ -95,6 +103,7 @@ mod tests {
             l.changed(&Event::Apply(ns("a", &on))).is_empty(),
             "unchanged"
         );
+        assert_eq!(l.changed(&Event::Apply(ns("new", &[]))), ["new"], "new");
     }
 
     /// A relist tells its changes only at its end (the cache holds the list only then), and
@@ -112,11 +121,25 @@ mod tests {
                 Event::InitDone,
             ],
         );
-        let relist = run(
+        let mut relist = run(
             &mut l,
-            vec![Event::Init, Event::InitApply(ns("a", &on)), Event::InitDone],
+            vec![
+                Event::Init,
+                Event::InitApply(ns("a", &on)),
+                Event::InitApply(ns("made-meanwhile", &[])),
+                Event::InitDone,
+            ],
         );
-        assert_eq!(relist, [vec![], vec![], vec!["a".to_string()]]);
+        relist.last_mut().unwrap().sort();
+        assert_eq!(
+            relist,
+            [
+                vec![],
+                vec![],
+                vec![],
+                vec!["a".to_string(), "made-meanwhile".to_string()]
+            ]
+        );
         assert!(!l.seen.contains_key("gone"));
         // back as it was, after an interrupted list (Init again): still one change
         let again = run(

@@ -129,8 +129,9 @@ fn namespaces(
         },
         report,
         move |ev| {
-            for ns in labels.changed(ev) {
-                let _ = requeue.send(Requeue::Namespace(ns));
+            let changed = labels.changed(ev);
+            if !changed.is_empty() {
+                let _ = requeue.send(Requeue::Namespaces(changed.into_iter().collect()));
             }
         },
     );

@@ -11,7 +11,6 @@
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
-use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
 
@@ -22,8 +21,9 @@ use crate::shared::pod::{Pod, is_running};
 
 /// What queues pods besides their own events.
 pub enum Requeue {
-    /// The labels of this namespace changed: its pods.
-    Namespace(String),
+    /// These namespaces are new or their labels changed: their pods (one scan of the cache
+    /// for all of them).
+    Namespaces(std::collections::HashSet<String>),
     /// The webhook's configuration changed: every pod.
     Everything,
 }
@@ -106,8 +106,11 @@ async fn requeue(
     requeues
         .for_each(|r| {
             match r {
-                Requeue::Namespace(ns) => queue_pods(&store, &queue, &ctx, |p| {
-                    p.namespace().as_deref() == Some(&ns)
+                Requeue::Namespaces(ns) => queue_pods(&store, &queue, &ctx, |p| {
+                    p.metadata
+                        .namespace
+                        .as_ref()
+                        .is_some_and(|n| ns.contains(n))
                 }),
                 Requeue::Everything => queue_pods(&store, &queue, &ctx, |_| true),
             }

@@ -92,12 +92,14 @@ pub fn sidecar_terminator(
     }
 }
 
-/// Starts the SidecarTerminator's queue-latency clock for the pods it queues: Running
-/// pods, changed or listed (the end of the list queues the listed ones).
+/// Starts the SidecarTerminator's queue-latency clock for a Running pod's change. Not for a
+/// listed pod: it is queued only at the list's end, and a list cut short by an error may
+/// never get there, nor list the pod again (deleted, or no longer Running, meanwhile), and
+/// its clock entry would stay for the process's life.
 fn start_clock(clock: &Clock<Pod>, ev: &Event<Pod>) {
     match ev {
         Event::Delete(p) => clock.forget(p),
-        Event::Apply(p) | Event::InitApply(p) if is_running(p) => clock.arrived(p),
+        Event::Apply(p) if is_running(p) => clock.arrived(p),
         _ => {}
     }
 }
