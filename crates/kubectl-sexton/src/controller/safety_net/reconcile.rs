@@ -25,9 +25,6 @@ use crate::shared::safety_net::{ANNOTATION_SAFETY_NET, Record};
 use crate::shared::stuck::Net;
 use crate::shared::webhook_scope::WebhookScope;
 
-/// Patches tried per reconciliation when each one conflicts with another writer.
-const MAX_ATTEMPTS: usize = 5;
-
 pub const CONTROLLER: &str = "safety-net";
 
 /// The action of its Events.
@@ -155,27 +152,29 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<(), Error> {
     let ctx = &*ctx;
     let _timer = ctx.telemetry.reconcile_started(&pod);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let mut current = pod;
-    for attempt in 1..=MAX_ATTEMPTS {
-        let Some(end) = decide_and_report(&current, ctx) else {
-            return Ok(());
-        };
-        match patch(&api, &current, &end, ctx).await? {
-            Patched::Done => {
-                ended(ctx, &current, &end);
-                return Ok(());
-            }
-            Patched::Gone => return Ok(()),
-            Patched::Reread(p) => {
-                info!(pod = %key(&*current), resource_version = %rv(&current), attempt, "conflict: the pod changed since it was read; re-reading");
-                current = Arc::new(*p);
-            }
-        }
+    guarded_patch::decide_and_patch(pod, EndSidecars { ctx, api }).await
+}
+
+/// The safety net's steps: end the last sidecar not ended, with the net's record.
+struct EndSidecars<'a> {
+    ctx: &'a Ctx,
+    api: Api<Pod>,
+}
+
+impl guarded_patch::Steps for EndSidecars<'_> {
+    type Step = End;
+
+    async fn decide(&self, pod: &Pod) -> Option<End> {
+        decide_and_report(pod, self.ctx)
     }
-    Err(Error::StillConflicting {
-        object: key(&*current),
-        attempts: MAX_ATTEMPTS,
-    })
+
+    async fn patch(&self, pod: &Pod, end: &End) -> Result<Patched, Error> {
+        patch(&self.api, pod, end, self.ctx).await
+    }
+
+    async fn done(&self, pod: &Pod, end: &End) {
+        ended(self.ctx, pod, end)
+    }
 }
 
 /// Decides, logs the decision and reports its problems; the step to take, if any.

@@ -15,9 +15,6 @@ use crate::controller::metrics::Metrics;
 use crate::controller::telemetry::{Telemetry, key};
 use crate::shared::api_error::Error;
 
-/// Patches tried per reconciliation when each one conflicts with another writer.
-const MAX_ATTEMPTS: usize = 5;
-
 pub const CONTROLLER: &str = "sidecar-terminator";
 
 pub struct Ctx {
@@ -70,27 +67,29 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<(), Error> {
     let ctx = &*ctx;
     let _timer = ctx.telemetry.reconcile_started(&pod);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let mut current = pod;
-    for attempt in 1..=MAX_ATTEMPTS {
-        let Some(swaps) = decide_and_report(&current, ctx).await else {
-            return Ok(());
-        };
-        match patch(&api, &current, &swaps, ctx).await? {
-            Patched::Done => {
-                swapped(ctx, &current, &swaps).await;
-                return Ok(());
-            }
-            Patched::Gone => return Ok(()),
-            Patched::Reread(p) => {
-                info!(pod = %key(&*current), resource_version = %rv(&current), attempt, "conflict: the pod changed since it was read; re-reading");
-                current = Arc::new(*p);
-            }
-        }
+    guarded_patch::decide_and_patch(pod, Terminate { ctx, api }).await
+}
+
+/// The SidecarTerminator's steps: swap the marked sidecars once the mains are done.
+struct Terminate<'a> {
+    ctx: &'a Ctx,
+    api: Api<Pod>,
+}
+
+impl guarded_patch::Steps for Terminate<'_> {
+    type Step = Vec<Swap>;
+
+    async fn decide(&self, pod: &Pod) -> Option<Vec<Swap>> {
+        decide_and_report(pod, self.ctx).await
     }
-    Err(Error::StillConflicting {
-        object: key(&*current),
-        attempts: MAX_ATTEMPTS,
-    })
+
+    async fn patch(&self, pod: &Pod, swaps: &Vec<Swap>) -> Result<Patched, Error> {
+        patch(&self.api, pod, swaps, self.ctx).await
+    }
+
+    async fn done(&self, pod: &Pod, swaps: &Vec<Swap>) {
+        swapped(self.ctx, pod, swaps).await
+    }
 }
 
 /// Decides, logs the decision and reports its problems; the swaps to make, if any.
