@@ -110,9 +110,8 @@ struct Outgoing {
 /// The queue of Events and the task that publishes them (started with the first Event,
 /// inside the runtime).
 fn publisher(recorder: Recorder) -> mpsc::Sender<Outgoing> {
-    let (tx, rx) = mpsc::channel::<Outgoing>(EVENT_QUEUE);
-    let queue =
-        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|o| (o, rx)) });
+    let (tx, mut rx) = mpsc::channel::<Outgoing>(EVENT_QUEUE);
+    let queue = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
     tokio::spawn(queue.for_each_concurrent(EVENT_WRITERS, move |o| {
         let recorder = recorder.clone();
         async move {

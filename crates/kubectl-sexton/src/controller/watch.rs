@@ -220,12 +220,9 @@ impl PodFeed {
 
     /// The events `wanted` lets through, as a stream for one controller.
     pub fn subscribe(&mut self, wanted: Wanted) -> impl Stream<Item = PodEvent> + Send + 'static {
-        let (tx, rx) = mpsc::channel(FEED_BUFFER);
+        let (tx, mut rx) = mpsc::channel(FEED_BUFFER);
         self.subscribers.push((tx, wanted));
-        futures_util::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|ev| (ev, rx)) },
-        )
+        futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
     }
 
     /// Runs the watch (until the process stops), filling the cache and feeding the

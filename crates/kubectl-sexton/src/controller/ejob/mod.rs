@@ -71,7 +71,7 @@ pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed)
     // in only at its end, and a job created or changed while the watch was down would be
     // reconciled from the cache's older version (or not at all), then never again
     // (`PodEvent` in watch.rs).
-    let (listed, job_relists) = tokio::sync::mpsc::unbounded_channel();
+    let (listed, mut job_relists) = tokio::sync::mpsc::unbounded_channel();
     let trigger = watch::observed(
         decode::one_at_a_time(raw, watcher::Config::default(), lenient),
         writer,
@@ -96,8 +96,8 @@ pub fn ephemeral_jobs(parts: &Parts, policy: policy::Policy, pods: &mut PodFeed)
     let run = Controller::for_stream(trigger, jobs)
         .watches_shared_stream(pod_changes, mapper)
         .reconcile_all_on(relists)
-        .reconcile_all_on(futures_util::stream::unfold(job_relists, |mut rx| async {
-            rx.recv().await.map(|()| ((), rx))
+        .reconcile_all_on(futures_util::stream::poll_fn(move |cx| {
+            job_relists.poll_recv(cx)
         }))
         .with_config(parts.config())
         .graceful_shutdown_on(parts.stopped())

@@ -59,7 +59,7 @@ pub type View = Arc<dyn Fn(&Pod) -> crate::shared::stuck::Net + Send + Sync>;
 
 /// The net, and its view of a pod.
 pub fn safety_net(parts: &Parts, o: Options, pods: &mut PodFeed) -> (Run, View) {
-    let (requeue, requeues) = mpsc::unbounded_channel();
+    let (requeue, mut requeue_rx) = mpsc::unbounded_channel();
     let (namespaces, ns_watch) = namespaces(parts, requeue.clone());
     let (configuration, config_watch) = configuration(parts, &o.webhook_configuration, requeue);
     let telemetry = Arc::new(Telemetry::new(
@@ -82,9 +82,7 @@ pub fn safety_net(parts: &Parts, o: Options, pods: &mut PodFeed) -> (Run, View) 
         Arc::new(move |pod: &Pod| ctx.view(pod))
     };
     let feed = pods.subscribe(running_or_relisted);
-    let requeues = futures_util::stream::unfold(requeues, |mut rx| async move {
-        rx.recv().await.map(|r| (r, rx))
-    });
+    let requeues = futures_util::stream::poll_fn(move |cx| requeue_rx.poll_recv(cx));
     let run = run::run(
         feed,
         requeues,
