@@ -1,13 +1,14 @@
 //! The controller across a re-list of its pod watch, produced for real: the controller's
 //! connections to the test API server are cut (a relay between them, as a network
-//! partition would: its connections closed, new ones unanswered) while a main exits and the API server restarts, so that once they are
-//! mended its watch cannot resume (its resource version is older than the restarted
-//! server's watch cache: "too old resource version", 410) and it lists every pod again.
-//! What changed meanwhile reaches it only in that list, which kube-runtime's cache takes in
-//! only at its end: a controller that decided on a listed pod as it came read the older
-//! version in its cache and kept the sidecar running (watch.rs, `PodEvent`; this test
-//! failed 4 times in 4 with that code). The cut matters: a controller only frozen
-//! (SIGSTOP) still had the change in its socket's buffer in 3 runs of 8.
+//! partition would: its connections closed, new ones unanswered) while a main exits and
+//! the API server restarts, so that once they are mended its watch cannot resume (its
+//! resource version is older than the restarted server's watch cache: "too old resource
+//! version", 410) and it lists every pod again. What changed meanwhile reaches it only in
+//! that list, which kube-runtime's cache takes in only at its end: a controller that
+//! decided on a listed pod as it came read the older version in its cache and kept the
+//! sidecar running (watch.rs, `PodEvent`; this test failed 6 times in 6 with that code).
+//! The cut matters: a controller only frozen (SIGSTOP) still had the change in its
+//! socket's buffer in 3 runs of 8.
 //!
 //! A file of its own: restarting the shared API server would disturb the other controller
 //! tests of a file (`cargo test` runs one test file at a time).
@@ -23,9 +24,10 @@ use testbed::*;
 mod controllers;
 use controllers::*;
 
-/// More pods than one page of the controller's list (kube-runtime's default: 500), listed
-/// after the pod of interest (names sort after it): its cache takes the list in a page
-/// later, so a worker given the pod as it was listed would surely read the older version.
+/// Pods listed after the pod of interest (names sort after it): the cache takes the list in
+/// only once they have all been read too, so a worker given the pod as it was listed would
+/// read the older version. (The API server answers this list in one page: a list at
+/// resourceVersion 0 comes from its watch cache, which ignores the page size.)
 const FILLERS: usize = 600;
 
 /// How long the relist may take once the relay is mended.

@@ -165,28 +165,28 @@ impl Contender {
                 return Ok(r.started.elapsed());
             }
             if let Ok(Some(status)) = r.child.try_wait() {
-                let log = std::fs::read_to_string(&r.log).unwrap_or_default();
-                return Err(NotReady {
-                    label: self.label.clone(),
-                    why: format!("exited ({status})"),
-                    // (a port free when picked can be taken before the manager binds it:
-                    // see testbed::free_ports; the caller starts it again)
-                    port_taken: log.contains("address already in use"),
-                    log: r.log.clone(),
-                    tail: tail(&log, 12),
-                });
+                return Err(self.not_ready(r, format!("exited ({status})"), true));
             }
             if Instant::now() > end {
-                let log = std::fs::read_to_string(&r.log).unwrap_or_default();
-                return Err(NotReady {
-                    label: self.label.clone(),
-                    why: format!("not ready after {limit:?}"),
-                    port_taken: false,
-                    log: r.log.clone(),
-                    tail: tail(&log, 12),
-                });
+                return Err(self.not_ready(r, format!("not ready after {limit:?}"), false));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Contender {
+    /// Why `r` is not ready (it `exited`, or is late), with its log's end.
+    fn not_ready(&self, r: &Running, why: String, exited: bool) -> NotReady {
+        let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+        NotReady {
+            label: self.label.clone(),
+            // (a port free when picked can be taken before the manager binds it: see
+            // testbed::free_ports; the caller starts it again)
+            port_taken: exited && log.contains("address already in use"),
+            why,
+            log: r.log.clone(),
+            tail: tail(&log, 12),
         }
     }
 }

@@ -12,9 +12,19 @@ use tokio::task::JoinSet;
 use crate::controller::telemetry::Telemetry;
 use crate::controller::workqueue::WorkQueue;
 use crate::shared::api_error::Error;
-use crate::shared::pod::Pod;
+use crate::shared::pod::{Pod, is_running};
 
 pub type PodQueue = WorkQueue<ObjectRef<Pod>>;
+
+/// Queues the Running pods of the cache that `which` picks (at the end of a list, or when
+/// something besides a pod's own change concerns it).
+pub fn queue_running(store: &Store<Pod>, queue: &PodQueue, which: impl Fn(&Pod) -> bool) {
+    for p in store.state() {
+        if is_running(&p) && which(&p) {
+            queue.add(ObjectRef::from_obj(&*p));
+        }
+    }
+}
 
 /// Runs `concurrency` workers (at least one) until the queue is closed and each is done.
 pub async fn run<F, Fut>(

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use super::reconcile::{Ctx, reconcile};
 use crate::controller::pod_workers::{self, PodQueue as Queue};
 use crate::controller::watch::PodEvent;
-use crate::shared::pod::{Pod, is_running};
+use crate::shared::pod::Pod;
 
 /// What queues pods besides their own events.
 pub enum Requeue {
@@ -121,9 +121,5 @@ async fn requeue(
 
 /// Queues the Running candidates of the cache that `which` picks.
 fn queue_pods(store: &Store<Pod>, queue: &Queue, ctx: &Ctx, which: impl Fn(&Pod) -> bool) {
-    for p in store.state() {
-        if is_running(&p) && which(&p) && ctx.concerns(&p, false) {
-            queue.add(ObjectRef::from_obj(&*p));
-        }
-    }
+    pod_workers::queue_running(store, queue, |p| which(p) && ctx.concerns(p, false));
 }

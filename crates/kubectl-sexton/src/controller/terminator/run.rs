@@ -15,7 +15,7 @@ use super::reconcile::{Ctx, reconcile};
 use crate::controller::pod_workers::{self, PodQueue as Queue};
 use crate::controller::telemetry::key;
 use crate::controller::watch::PodEvent;
-use crate::shared::pod::{Pod, is_running};
+use crate::shared::pod::Pod;
 
 /// Runs until `stopped` and the pods in hand are done (or the pod cache's writer is gone).
 pub async fn run(
@@ -63,11 +63,7 @@ async fn feed(pods: impl Stream<Item = PodEvent>, store: Store<Pod>, queue: Arc<
                     debug!(pod = %key(&*pod), ahead, "queued behind other pods");
                 }
             }
-            PodEvent::Relisted => {
-                for pod in store.state().iter().filter(|p| is_running(p)) {
-                    queue.add(ObjectRef::from_obj(&**pod));
-                }
-            }
+            PodEvent::Relisted => pod_workers::queue_running(&store, &queue, |_| true),
         }
         std::future::ready(())
     })
